@@ -7,10 +7,11 @@ Docs: https://fastaccum.github.io/fastaccum/all.html.md"""
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_all.ipynb #0cc16412
-from . import window, accumulate
+# %% ../nbs/99_all.ipynb #9aea38cc
+from . import window, accumulate, schedule
 from .window import *
 from .accumulate import *
+from .schedule import *
 
 # nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
-__all__ = window.__all__ + accumulate.__all__
+__all__ = window.__all__ + accumulate.__all__ + schedule.__all__
