@@ -7,7 +7,7 @@ Docs: https://fastaccum.github.io/fastaccum/all.html.md"""
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_all.ipynb #9aea38cc
+# %% ../nbs/99_all.ipynb #d6c0a360
 from . import window, accumulate, schedule
 from .window import *
 from .accumulate import *
