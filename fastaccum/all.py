@@ -7,7 +7,7 @@ Docs: https://fastaccum.github.io/fastaccum/all.html.md"""
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_all.ipynb #0a85a894
+# %% ../nbs/99_all.ipynb #45223050
 from . import window, accumulate, schedule
 from .window import *
 from .accumulate import *

@@ -35,6 +35,12 @@ def check_readme():
     r = run([sys.executable, str(root/'tools'/'sync_readme.py'), '--check'])
     return r.returncode == 0, r.stdout
 
+def check_docs_site():
+    "The rendered docs, opened in headless Chromium: API sections, plots, no errors (skips without Chromium)"
+    r = run([sys.executable, str(root/'tools'/'render_docs.py'), '--check'])
+    out = (r.stdout + r.stderr)[-3000:]
+    return (None if 'SKIP' in r.stdout else r.returncode == 0), out
+
 def test_notebook(nb, flags):
     t0 = time.time()
     cmd = [str(bin_/'nbdev-test'), str(nb)] + (['--flags', flags] if flags else [])
@@ -52,12 +58,16 @@ def main():
         ok, out = check()
         print(f"{'PASS' if ok else 'FAIL'}  {name}" + ('' if ok else f'\n{out}'), flush=True)
         results.append(ok)
+    if not args.notebooks:
+        ok, out = check_docs_site()
+        print(f"{ {True: 'PASS', False: 'FAIL', None: 'SKIP'}[ok]}  docs site in headless Chromium" + ('' if ok else f'\n{out.strip()}'), flush=True)
+        results.append(ok)
     with ThreadPoolExecutor(2) as ex:
         for nb, (ok, out, secs) in zip(nbs, ex.map(lambda nb: test_notebook(nb, args.flags), nbs)):
             print(f"{'PASS' if ok else 'FAIL'}  {nb.relative_to(root)}  ({secs:.0f}s)" + ('' if ok else f'\n{out}'), flush=True)
             results.append(ok)
-    n_pass = sum(results)
-    print(f'{n_pass} passed, {len(results) - n_pass} failed')
-    sys.exit(0 if n_pass == len(results) else 1)
+    n_pass,n_fail,n_skip = results.count(True),results.count(False),results.count(None)
+    print(f'{n_pass} passed, {n_fail} failed' + (f', {n_skip} skipped' if n_skip else ''))
+    sys.exit(1 if n_fail else 0)
 
 if __name__ == '__main__': main()
