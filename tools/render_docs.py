@@ -32,6 +32,7 @@ EXPECTED = {
     'demo.html': dict(api=['run_demo', 'digits_dls'], plots=1),
     'distributed.html': dict(api=['fix_distributed_dl_broadcast', 'ddp_world_size'], plots=0),
     'faq.html': dict(api=[], plots=0),
+    'benchmarks.html': dict(api=['run_benchmarks', 'speed_table', 'exactness_table', 'memory_table'], plots=3),
     'testing.html': dict(api=['reference_fit', 'synth_learner'], plots=0),
     'all.html': dict(api=[], plots=0),
 }
@@ -104,6 +105,8 @@ def build():
     if res.returncode: sys.exit(f'nbdev-proc-nbs failed:\n{res.stdout}{res.stderr}')
     if site.exists(): shutil.rmtree(site)
     site.mkdir()
+    for asset in (root/'nbs').iterdir():   # images and other files the pages link to (e.g. nbs/bench/*.png)
+        if asset.is_dir() and not asset.name.startswith(('.', '_')): shutil.copytree(asset, site/asset.name)
     nbs = sorted(proc.glob('*.ipynb'), key=lambda p: (p.stem != 'index', p.stem))
     pages = []
     for path in nbs:
@@ -158,7 +161,10 @@ def check(pages):
             # a show_doc section: a heading holding the name (nbconvert adds an anchor link after it)
             if not re.search(rf'<h[2-4][^>]*>\s*{re.escape(api)}\s*(<a class="anchor-link"[^>]*>[^<]*</a>)?\s*</h[2-4]>', dom):
                 problems.append(f'{page}: no API section for {api}')
-        plots = len(re.findall(r'<img[^>]+src="data:image/png', dom))
+        images = re.findall(r'<img[^>]+src="([^"]+)"', dom)
+        broken = [src for src in images if not src.startswith('data:') and not (site/src).exists()]
+        if broken: problems.append(f'{page}: images that do not load: {broken}')
+        plots = len([src for src in images if src.startswith('data:image/png') or src.endswith('.png')])
         if plots < want['plots']: problems.append(f'{page}: {plots} plots, expected at least {want["plots"]}')
         for bad in ('Traceback (most recent call last)', 'Error in ', 'NameError', 'AssertionError'):
             if bad in text: problems.append(f'{page}: error output ({bad!r})')
