@@ -233,11 +233,13 @@ _DDP_SCRIPT = textwrap.dedent('''
     from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from fastaccum.accumulate import GradientAccumulation
+    from fastaccum.distributed import fix_distributed_dl_broadcast
 
     class CountAllReduce(Callback):
         "Count DDP's bucket all-reduces, and the micro-batches whose backward synchronized gradients"
         order = 12   # after fastai's DistributedTrainer (11) wrapped the model in DDP
         def before_fit(self):
+            fix_distributed_dl_broadcast(self.dls)   # CPU DDP, for fastai's callback too
             self.n,self.synced = 0,set()
             def hook(process_group, bucket):
                 self.n += 1; self.synced.add(self.learn.train_iter)

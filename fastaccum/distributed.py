@@ -10,15 +10,16 @@ import fastai, torch
 from packaging.version import Version
 
 # %% auto #0
-__all__ = ['ddp_world_size', 'all_reduce_sum', 'fix_distributed_dl_broadcast']
+__all__ = ['ddp_world_size', 'all_reduce_sum', 'is_fsdp', 'no_sync_model', 'fix_distributed_dl_broadcast']
 
 # %% ../nbs/08_distributed.ipynb #9a5e1e45
 def ddp_world_size(learn, # A `Learner`
                   )->int:
-    "Processes averaging gradients with `learn`: the process group's size when fastai's `DistributedTrainer` is attached, else 1"
+    "Processes averaging gradients with `learn`: the process group's size when its model is wrapped in DDP (as fastai's `DistributedTrainer` does) or FSDP, else 1"
+    from torch.nn.parallel import DistributedDataParallel
     dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()) or not hasattr(learn, 'distributed_trainer'): return 1
-    return dist.get_world_size()
+    if not (dist.is_available() and dist.is_initialized()): return 1
+    return dist.get_world_size() if isinstance(learn.model, DistributedDataParallel) or is_fsdp(learn.model) else 1
 
 def all_reduce_sum(value, # A number this process holds
                    device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
@@ -29,17 +30,30 @@ def all_reduce_sum(value, # A number this process holds
     torch.distributed.all_reduce(total)
     return total.item()
 
+def is_fsdp(model, # A model, wrapped or not
+           )->bool:
+    "Whether `model` is sharded by PyTorch's FSDP (version 1's `FullyShardedDataParallel`, or version 2's `fully_shard`)"
+    from torch.distributed import fsdp
+    kinds = tuple(getattr(fsdp, n) for n in ('FullyShardedDataParallel', 'FSDPModule') if hasattr(fsdp, n))
+    return any(isinstance(m, kinds) for m in model.modules())
+
+def no_sync_model(model, # The Learner's model
+                 ):
+    "The model whose `no_sync()` lets a window's backward passes skip the all-reduce: a DDP model; `None` for FSDP and single processes"
+    from torch.nn.parallel import DistributedDataParallel
+    if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module): return model
+    return None
+
 # %% ../nbs/08_distributed.ipynb #0f117793
-def fix_distributed_dl_broadcast():
-    "Work around fastai <= 2.8.12's `DistributedDL` moving its broadcast to CUDA, so DDP on the CPU (gloo) works"
-    from fastai import distributed as fastai_distributed
-    upstream = fastai_distributed.DistributedDL._broadcast
-    if Version(fastai.__version__) > Version('2.8.12') or hasattr(upstream, 'upstream'): return
-    def _broadcast(self, t, rank):
-        "Broadcast `t` from process `rank`: on CUDA for NCCL (as fastai does), on the CPU otherwise"
-        if torch.distributed.get_backend() == 'nccl': return upstream(self, t, rank)
-        t = torch.tensor(t, dtype=torch.long)
-        torch.distributed.broadcast(t, rank)
-        return t.tolist()
-    _broadcast.upstream = upstream
-    fastai_distributed.DistributedDL._broadcast = _broadcast
+def _cpu_broadcast(t, rank):
+    "Broadcast the list `t` from process `rank` in a CPU tensor (gloo)"
+    t = torch.tensor(t, dtype=torch.long)
+    torch.distributed.broadcast(t, rank)
+    return t.tolist()
+
+def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai's `DistributedTrainer` has wrapped them
+                                ):
+    "Work around fastai <= 2.8.12's `DistributedDL` moving its broadcast to CUDA, for these loaders, so DDP on the CPU (gloo) works"
+    if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
+    for dl in dls.loaders:
+        if type(dl).__name__ == 'DistributedDL': dl._broadcast = _cpu_broadcast

@@ -7,20 +7,53 @@ Docs: https://fastaccum.github.io/fastaccum/integrations.html.md"""
 # %% ../nbs/03_integrations.ipynb #31a8d8bd
 from __future__ import annotations
 import time
+from contextlib import contextmanager
 import fastai
 from packaging.version import Version
 
 # %% auto #0
-__all__ = ['PER_STEP_LOGGERS', 'step_loggers', 'wandb_count_unlogged_batch', 'wandb_time_whole_window',
-           'wandb_log_with_next_step', 'fix_wandb_config', 'prepare_lr_finder', 'lr_finder_count_step']
+__all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'wandb_count_unlogged_batch', 'wandb_time_window',
+           'wandb_log_with_next_step', 'fix_wandb_config', 'prepare_lr_finder']
 
 # %% ../nbs/03_integrations.ipynb #3298768f
-PER_STEP_LOGGERS = ('Recorder', 'WandbCallback', 'TensorBoardCallback', 'LRFinder')
+PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback', 'AzureMLCallback')
+STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
 
-def step_loggers(learn, # A `Learner`
-                )->list:
-    "The callbacks of `learn` that should record one training point per optimizer step"
-    return [cb for cb in learn.cbs if any(c.__name__ in PER_STEP_LOGGERS for c in type(cb).__mro__)]
+def _is_a(cb, names): return any(c.__name__ in names for c in type(cb).__mro__)
+
+class StepLoggers:
+    "The callbacks of a `Learner` that should see one training batch per optimizer step"
+    def __init__(self,
+        learn, # The `Learner`
+        per_step:bool=True, # Log per step (silence the loggers on the other micro-batches); `False` leaves them be
+    ):
+        self.cbs = [cb for cb in learn.cbs if _is_a(cb, PER_STEP_LOGGERS)] if per_step else []
+        self.flags = [cb.run_train for cb in self.cbs]
+        self.counters = [cb for cb in learn.cbs if _is_a(cb, STEP_COUNTERS) and (per_step or _is_a(cb, ('LRFinder',)))]
+        self.quiet = False
+
+    def silence(self):
+        "Skip the loggers' training events until `show`: the current micro-batch does not step"
+        # fastai's own switch for this; set directly, since it can change at every micro-batch
+        for cb in self.cbs: object.__setattr__(cb, 'run_train', False)
+        self.quiet = True
+
+    def show(self):
+        "Let the loggers run again, as they were"
+        for cb,flag in zip(self.cbs, self.flags): object.__setattr__(cb, 'run_train', flag)
+        self.quiet = False
+
+    def count_steps(self,
+        n:int, # Optimizer steps taken so far in the fit
+    ):
+        "Show `n` to the callbacks that count batches with `train_iter` (`LRFinder`, `ShowGraphCallback`)"
+        # an instance attribute shadows fastai's delegation of `train_iter` to the Learner's micro-batch count
+        for cb in self.counters: cb.__dict__['train_iter'] = n
+
+    def release(self):
+        "Leave the callbacks as they were: running, and reading the Learner's `train_iter`"
+        self.show()
+        for cb in self.counters: cb.__dict__.pop('train_iter', None)
 
 # %% ../nbs/03_integrations.ipynb #0514826e
 def wandb_count_unlogged_batch(wandb_cb, # fastai's `WandbCallback`
@@ -29,13 +62,14 @@ def wandb_count_unlogged_batch(wandb_cb, # fastai's `WandbCallback`
     "Advance W&B's fractional epoch for a training batch it did not log"
     wandb_cb._wandb_epoch += 1/n_iter
 
-def wandb_time_whole_window(wandb_cb, # fastai's `WandbCallback`
-                            n_last:int, # Samples in the window's last micro-batch
-                            n_window:int, # Samples in the whole window
-                           ):
+def wandb_time_window(wandb_cb, # fastai's `WandbCallback`
+                      start:float, # `time.perf_counter()` at the window's start
+                      n_last:int, # Samples in the window's last micro-batch
+                      n_window:int, # Samples in the whole window
+                     ):
     "Set W&B's batch timer so its samples/sec (last batch size over timer) is `n_window` over the window's time"
     now = time.perf_counter()
-    wandb_cb.ti_batch = now - (now - wandb_cb.ti_batch)*n_last/n_window
+    wandb_cb.ti_batch = now - (now - start)*n_last/n_window
 
 def wandb_log_with_next_step(wandb_cb, # fastai's `WandbCallback`
                              **values, # Names and values to log
@@ -51,32 +85,33 @@ def _wandb_config_crashes()->bool:
     except TypeError: return True
     return False
 
-def fix_wandb_config():
-    "Work around fastai#4173: `WandbCallback.before_fit` crashing on plain config values (fastai <= 2.8.12)"
+@contextmanager
+def _plain_config_values():
+    "fastai's W&B config formatter, made to keep plain values as they are, for the duration of the block"
     from fastai.callback import wandb as fastai_wandb
-    if Version(fastai.__version__) > Version('2.8.12') or not _wandb_config_crashes(): return
     upstream = fastai_wandb._format_config_value
     def _format_config_value(v):
         # ints, strings, tuples... have no `__dict__`, so fastcore's `init_args` cannot read them: keep them as they are
         if not isinstance(v, list) and not hasattr(v, '__dict__'): return v
         return upstream(v)
-    _format_config_value.upstream = upstream
     fastai_wandb._format_config_value = _format_config_value
+    try: yield
+    finally: fastai_wandb._format_config_value = upstream
+
+def fix_wandb_config(wandb_cb, # fastai's `WandbCallback`
+                    ):
+    "Work around fastai#4173 (`WandbCallback.before_fit` crashing on plain config values, fastai <= 2.8.12) for `wandb_cb`'s next `before_fit`"
+    if Version(fastai.__version__) > Version('2.8.12') or not _wandb_config_crashes(): return
+    def before_fit():
+        del wandb_cb.__dict__['before_fit']   # one fit: the next one is checked again
+        with _plain_config_values(): type(wandb_cb).before_fit(wandb_cb)
+    wandb_cb.__dict__['before_fit'] = before_fit
 
 # %% ../nbs/03_integrations.ipynb #e7405c57
 def prepare_lr_finder(learn, # The `Learner` running `lr_find`
                       lr_finder, # Its `LRFinder` callback
-                      accum_bs:int, # Samples per optimizer step
-                      micro_bs:int|None, # Samples per micro-batch, if known
+                      steps_per_epoch:int|None, # Optimizer steps in an epoch, if known
                      ):
-    "Give `lr_find`'s fit enough epochs for `num_it` optimizer steps, and start `LRFinder`'s count at 0 steps"
-    batches_per_step = -(-accum_bs//micro_bs) if micro_bs else 1
+    "Give `lr_find`'s fit enough epochs for `num_it` optimizer steps (`LRFinder` stops it there)"
     # `before_fit` runs before `Learner._do_fit` reads `n_epoch`, so the fit takes the new value
-    learn.n_epoch = max(learn.n_epoch, lr_finder.num_it*batches_per_step//len(learn.dls.train) + 2)
-    lr_finder_count_step(lr_finder, 0)
-
-def lr_finder_count_step(lr_finder, # fastai's `LRFinder` callback
-                         n_steps:int, # Optimizer steps taken so far
-                        ):
-    "Make `LRFinder` read optimizer steps where it reads `train_iter` (micro-batches) for its lr and its stop"
-    lr_finder.__dict__['train_iter'] = n_steps  # an instance attribute shadows fastai's delegation to `learn.train_iter`
+    learn.n_epoch = max(learn.n_epoch, lr_finder.num_it//steps_per_epoch + 1 if steps_per_epoch else lr_finder.num_it)

@@ -123,12 +123,13 @@ def synth_learner(x:torch.Tensor, y:torch.Tensor, # Training (and validation) sa
                   cbs=None, # Callbacks
                   lr:float=0.1, # Learning rate
                   mom:float=0.9, # SGD momentum
+                  loss_func=F.cross_entropy, # The loss
                   **kwargs, # Passed to `Learner`
                  )->Learner:
     "A `Learner` over unshuffled `DataLoader`s of `(x, y)` with fastai's `SGD`, as `reference_fit` trains"
     ds = list(zip(x, y))
     dls = DataLoaders(DataLoader(ds, bs=bs, shuffle=False, drop_last=False), DataLoader(ds, bs=bs))
-    return Learner(dls, deepcopy(model), loss_func=F.cross_entropy, opt_func=partial(SGD, mom=mom), lr=lr, cbs=cbs, **kwargs)
+    return Learner(dls, deepcopy(model), loss_func=loss_func, opt_func=partial(SGD, mom=mom), lr=lr, cbs=cbs, **kwargs)
 
 # %% ../nbs/97_testing.ipynb #a7c9a584
 class StepLog(Callback):

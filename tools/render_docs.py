@@ -22,10 +22,12 @@ SITE_URL = 'https://fastaccum.github.io/fastaccum/'
 # What a reader must find on each page: API names (show_doc sections) and the least number of plots.
 EXPECTED = {
     'index.html': dict(api=[], plots=0),
-    'window.html': dict(api=['AccumWindow', 'plan_epoch', 'check_positive_int', 'samples_left'], plots=0),
+    'window.html': dict(api=['AccumWindow', 'plan_epoch'], plots=0),
+    'loaders.html': dict(api=['epoch_sizes', 'loader_bs'], plots=0),
+    'checks.html': dict(api=['check_positive_int', 'check_count'], plots=0),
     'accumulate.html': dict(api=['GradientAccumulation'], plots=0),
     'schedule.html': dict(api=['GradientAccumulationSchedule', 'GradientAccumulationSchedule.plot_schedule'], plots=2),
-    'integrations.html': dict(api=['fix_wandb_config', 'step_loggers'], plots=0),
+    'integrations.html': dict(api=['fix_wandb_config', 'StepLoggers'], plots=1),
     'reliability.html': dict(api=[], plots=0),
     'items.html': dict(api=[], plots=0),
     'lm_tutorial.html': dict(api=[], plots=3),
