@@ -11,7 +11,9 @@ from typing import Callable
 import torch
 from torch import nn
 from fastcore.basics import store_attr
-from fastai.callback.core import Callback, CancelBatchException
+from fastai.callback.core import *
+from fastai.callback.core import _inner_loop
+from fastcore.xtras import modify_exception
 from fastai.callback.fp16 import MixedPrecision
 from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import bn_types
@@ -45,11 +47,16 @@ def _zero_loss(pred, # The model's output
     outputs = [t for t in _leaves(pred) if isinstance(t, torch.Tensor) and t.requires_grad]
     return sum(t.sum() for t in outputs)*0. if outputs else torch.nan_to_num(loss)*0.
 
+_BATCH_EVENTS = frozenset(_inner_loop)
+_CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException, CancelTrainException, CancelValidException)
+
+def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
+
 class _MicroBatch:
     "What happened to the current micro-batch and its window (a plain object: the hot path sets no `Callback` attributes)"
-    __slots__ = ('planned','plan','n','items','weight','backward','stepping','step_cancelled',
-                 'window_pct','window_start','windows_done','n_windows','sizes')
-    def __init__(self): self.planned,self.plan,self.sizes,self.windows_done,self.n_windows = False,None,None,0,None
+    __slots__ = ('planned','plan','n','items','weight','weighed','hooked','backward','backward_cancelled','stepping','step_cancelled',
+                 'window_pct','window_start','windows_done','n_windows','sizes','n_steps')
+    def __init__(self): self.planned,self.plan,self.sizes,self.windows_done,self.n_windows,self.n_steps = False,None,None,0,None,0
 
 class GradientAccumulation(Callback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, accumulated over the loader's micro-batches"
@@ -71,7 +78,7 @@ class GradientAccumulation(Callback):
             raise ValueError(f'`count_items` must be a callable count_items(learn) -> number, got {count_items!r}. '
                              'Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum(), or None to weigh samples.')
         store_attr('accum_bs,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items')
-        self.window,self.mb,self.loggers,self._sync,self.world_size,self.n_steps = AccumWindow(self.accum_bs, drop_last),_MicroBatch(),None,None,1,0
+        self.window,self.mb,self.loggers,self._sync,self.world_size = AccumWindow(self.accum_bs, drop_last),_MicroBatch(),None,None,1
 
     @property
     def accum_bs(self)->int:
@@ -85,14 +92,28 @@ class GradientAccumulation(Callback):
         "Whether the current micro-batch ends its window with an optimizer step (from `before_batch` on, through `after_batch`)"
         return self.mb.plan == STEP
 
-    # fastai sets `learn` when the callback joins a Learner, and `None` when it leaves (a fit it was passed to
-    # ends, or `remove_cb`): then nothing of an interrupted window may stay behind
     @property
-    def learn(self): return self.__dict__.get('_learn')
-    @learn.setter
-    def learn(self, learn):
-        if self.learn is not None and learn is not self.learn: self._release()
-        self.__dict__['_learn'] = learn
+    def n_steps(self)->int:
+        "Optimizer steps taken in the current (or last) fit"
+        return self.mb.n_steps
+
+    def __setattr__(self, name, value):
+        # fastai sets `learn` when the callback joins a Learner, and `None` when it leaves (the end of the fit it
+        # was passed to, or `remove_cb`): then nothing of an interrupted window may stay behind
+        if name == 'learn' and self.__dict__.get('learn') is not None and value is not self.__dict__['learn']: self._release()
+        super().__setattr__(name, value)
+
+    def __call__(self, event_name):
+        "fastai's event dispatch, made quick for the events of a batch, which run at every micro-batch"
+        # fastai calls every event on every callback, and looks up an event a callback does not define (and `training`)
+        # through the Learner and its model first: more time than this callback's own work at each micro-batch
+        if event_name not in _BATCH_EVENTS: return super().__call__(event_name)
+        method = getattr(type(self), event_name, None)
+        if method is None or not (self.run and self.run_train and self.learn.training): return None   # `run_valid` is False
+        try: return method(self)
+        except _CANCELS: raise
+        except Exception as e:
+            raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n\t{e.args[0] if e.args else e!r}', replace=True)
 
     # -- a fit: set up when training starts (fastai's validation and `get_preds` fire `before_fit` too, without an optimizer)
     def before_fit(self):
@@ -107,7 +128,7 @@ class GradientAccumulation(Callback):
     def _start_fit(self):
         "Read the fit: processes, micro-batch size, the loss's reduction, loggers and schedulers"
         learn = self.learn
-        self._started,self.n_steps = True,0
+        self._started,self.mb.n_steps = True,0
         self.world_size = ddp_world_size(learn)
         self._check_share(self.accum_bs)
         if self.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
@@ -168,13 +189,14 @@ class GradientAccumulation(Callback):
     # -- each micro-batch
     def count_samples(self)->int:
         "Samples in the current micro-batch: the first dimension of its first target (fastai's `find_bs`); override for other layouts"
-        return find_bs(self.learn.yb)
+        yb = self.learn.yb
+        return yb[0].shape[0] if yb and isinstance(yb[0], torch.Tensor) else find_bs(yb)   # `find_bs`, without its search when it is not needed
 
     def before_batch(self):
         "Plan the micro-batch: accumulate it, step after it, or skip it unrun"
         if self.loggers.quiet: self.loggers.show()
         learn,mb,window = self.learn,self.mb,self.window
-        mb.planned,mb.backward,mb.stepping,mb.step_cancelled = True,False,False,False
+        mb.planned,mb.weighed,mb.backward,mb.backward_cancelled,mb.stepping,mb.step_cancelled = True,False,False,False,False,False
         mb.n = n = self.count_samples()
         mb.items = n if self.count_items is None else self._count_items(n)
         if not window.held: self._start_window()
@@ -209,7 +231,10 @@ class GradientAccumulation(Callback):
         mb.weight = window.weight(mb.items)
         # a micro-batch without items has no mean loss (0/0): it adds nothing, and must not add NaN
         if not mb.items and window.reduction == 'mean': learn.loss_grad = _zero_loss(learn.pred, learn.loss_grad)
-        if learn.loss_grad.requires_grad: learn.loss_grad.register_hook(self._weigh_gradient)
+        # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
+        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left: `after_cancel_batch`)
+        mb.weighed,mb.hooked = True,mb.weight != 1 or window.held
+        if mb.hooked and learn.loss_grad.grad_fn is not None: learn.loss_grad.grad_fn.register_prehook(self._weigh_gradient)
 
     def _close_weights(self):
         "Rescale the window's gradient so that, with this micro-batch's, the step is the mean over the window's items"
@@ -223,18 +248,26 @@ class GradientAccumulation(Callback):
             grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]
             if grads: torch._foreach_mul_(grads, factor)
 
-    def _weigh_gradient(self, grad):
+    def _weigh_gradient(self, grads):
         "Runs as the micro-batch's backward starts: it is being accumulated, with its weight"
         self.mb.backward = True
         weight = self.mb.weight
-        return None if weight == 1 else grad*weight
+        return None if weight == 1 else (grads[0]*weight,)
 
     def before_step(self):
         "Skip the step (and fastai's `zero_grad`) inside a window; the window's last micro-batch steps with the large batch's hyper-parameters"
         mb = self.mb
+        if not mb.hooked and not mb.backward_cancelled: mb.backward = True
         if mb.plan != STEP or not mb.backward: raise CancelBatchException()
         mb.stepping = True
         if self._schedulers: self._set_step_hypers()
+
+    def after_cancel_backward(self): self.mb.backward_cancelled = True
+
+    def after_cancel_batch(self):
+        "A micro-batch cancelled after a backward without the hook (a window's only micro-batch) left a gradient in an empty window"
+        mb = self.mb
+        if mb.weighed and not mb.hooked and not mb.backward and not mb.backward_cancelled: mb.backward = _has_gradient(self.learn.model)
 
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (e.g. an fp16 overflow): the window ends with it"
@@ -246,10 +279,8 @@ class GradientAccumulation(Callback):
         if not mb.planned: return self._quiet()   # cancelled before this callback saw it: nothing ran
         mb.planned = False
         closes = mb.plan == STEP and mb.backward and (mb.stepping or mb.step_cancelled)
-        if mb.backward:
-            # a window of one micro-batch needs no sum: its loss is the window's
-            loss = self.learn.loss.detach() if self.per_step and (window.held or not closes) else None
-            window.add(mb.n, mb.items, loss)
+        if mb.backward and (window.held or not closes):   # a window of one micro-batch needs no sum
+            window.add(mb.n, mb.items, self.learn.loss.detach() if self.per_step else None)
         if closes: self._close_window()
         elif mb.step_cancelled: self._drop_window()
         else:
@@ -259,14 +290,14 @@ class GradientAccumulation(Callback):
     def _close_window(self):
         "After the step: count it, hand the loggers the window's loss, empty the window"
         window,mb = self.window,self.mb
-        self.n_steps += 1
+        mb.n_steps += 1
         mb.windows_done += 1
         if window.samples > mb.n:   # more than one micro-batch
             if self._batchnorms: self._warn_batchnorm()
             if self.per_step:
                 self.learn.loss = window.mean_loss()
                 if self._wandb is not None: wandb_time_window(self._wandb, mb.window_start, mb.n, window.samples)
-        self.loggers.count_steps(self.n_steps)
+        if self.loggers.counters: self.loggers.count_steps(mb.n_steps)
         window.reset()
 
     def _drop_window(self):
