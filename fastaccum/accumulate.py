@@ -54,7 +54,7 @@ def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) f
 
 class _MicroBatch:
     "What happened to the current micro-batch and its window (a plain object: the hot path sets no `Callback` attributes)"
-    __slots__ = ('planned','plan','n','items','weight','weighed','hooked','backward','backward_cancelled','stepping','step_cancelled',
+    __slots__ = ('planned','plan','n','items','amount','weight','weighed','hooked','backward','backward_cancelled','stepping','step_cancelled',
                  'window_pct','window_start','windows_done','n_windows','sizes','n_steps')
     def __init__(self): self.planned,self.plan,self.sizes,self.windows_done,self.n_windows,self.n_steps = False,None,None,0,None,0
 
@@ -69,6 +69,7 @@ class GradientAccumulation(Callback):
         drop_last:bool=False, # Drop each epoch's last, partial window instead of stepping it
         warn_batchnorm:bool=True, # Warn (once per fit) when BatchNorm layers see micro-batches of a larger window
         count_items:Callable|None=None, # `count_items(learn)`: the items the micro-batch's loss averages over (e.g. tokens); default its samples
+        accum_items:int|None=None, # Items (e.g. tokens) per optimizer step, over all processes: windows close on items, not samples (needs `count_items`)
     ):
         if accum_bs is None: accum_bs = check_positive_int('n_acc', n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
         if micro_batch_size is not None:
@@ -77,7 +78,10 @@ class GradientAccumulation(Callback):
         if count_items is not None and not callable(count_items):
             raise ValueError(f'`count_items` must be a callable count_items(learn) -> number, got {count_items!r}. '
                              'Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum(), or None to weigh samples.')
-        store_attr('accum_bs,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items')
+        if accum_items is not None:
+            check_positive_int('accum_items', accum_items, 'Pass the number of items (e.g. tokens) per optimizer step, or None to count samples.')
+            if count_items is None: raise ValueError('`accum_items` counts items, so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
+        store_attr('accum_bs,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,accum_items')
         self.window,self.mb,self.loggers,self._sync,self.world_size = AccumWindow(self.accum_bs, drop_last),_MicroBatch(),None,None,1
 
     @property
@@ -130,15 +134,16 @@ class GradientAccumulation(Callback):
         learn = self.learn
         self._started,self.mb.n_steps = True,0
         self.world_size = ddp_world_size(learn)
-        self._check_share(self.accum_bs)
+        self.by_items = self.accum_items is not None
+        if not self.by_items: self._check_share(self.accum_bs)
         if self.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
         self._sync_model = no_sync_model(learn.model)
         self.micro_bs = micro_batch_size_of(learn.dls.train, self.micro_batch_size)
-        if self.micro_bs is not None and self.accum_bs//self.world_size < self.micro_bs:
+        if self.micro_bs is not None and not self.by_items and self.accum_bs//self.world_size < self.micro_bs:
             per = f' ({self.accum_bs//self.world_size} in each of {self.world_size} processes)' if self.world_size > 1 else ''
             warnings.warn(f'`accum_bs={self.accum_bs}`{per} is smaller than one micro-batch ({self.micro_bs} samples): '
                           'every micro-batch steps and nothing is accumulated. Use accum_bs >= the loader batch size.')
-        self.window = AccumWindow(self.accum_bs//self.world_size, self.drop_last, reduction=loss_reduction(learn.loss_func))
+        self.window = AccumWindow(self._window_size(), self.drop_last, self.by_items, loss_reduction(learn.loss_func))
         self._estimate_items = self.count_items is not None
         self._schedulers = [cb for cb in learn.cbs if isinstance(cb, ParamScheduler)]
         self.per_step = self.log_accum_batch or hasattr(learn, 'lr_finder')   # lr_find always works in optimizer steps
@@ -199,22 +204,27 @@ class GradientAccumulation(Callback):
         mb.planned,mb.weighed,mb.backward,mb.backward_cancelled,mb.stepping,mb.step_cancelled = True,False,False,False,False,False
         mb.n = n = self.count_samples()
         mb.items = n if self.count_items is None else self._count_items(n)
+        mb.amount = n if not self.by_items else mb.items if self.world_size == 1 else all_reduce_sum(mb.items, find_device(learn.xb))
         if not window.held: self._start_window()
         left = self._samples_left() if self.drop_last and not window.held else None
-        mb.plan = window.plan(n, learn.iter == learn.n_iter-1, left)
+        mb.plan = window.plan(mb.amount, learn.iter == learn.n_iter-1, left)
         if mb.plan == SKIP: raise CancelBatchException()
         if self._sync_model is not None: self._hold_sync(mb.plan == ACCUM)
 
     def _start_window(self):
         "A new window: take up `accum_bs` (each process holds its share), and note where it starts"
         mb = self.mb
-        self.window.size = self.accum_bs//self.world_size
+        self.window.size = self._window_size()
         mb.window_pct = self.learn.pct_train
         if self._wandb is not None: mb.window_start = time.perf_counter()
 
+    def _window_size(self):
+        "What a window holds before it steps, in this process: its share of `accum_bs`; or `accum_items`, counted over all processes"
+        return self.accum_items if self.by_items else self.accum_bs//self.world_size
+
     def _samples_left(self):
         sizes = self.mb.sizes
-        return None if sizes is None else sum(sizes[self.learn.iter:])
+        return None if sizes is None or self.by_items else sum(sizes[self.learn.iter:])   # nobody knows the items to come
 
     def _count_items(self, n):
         items = check_count('count_items', self.count_items(self.learn), _COUNT_ITEMS_FIX)
@@ -280,7 +290,7 @@ class GradientAccumulation(Callback):
         mb.planned = False
         closes = mb.plan == STEP and mb.backward and (mb.stepping or mb.step_cancelled)
         if mb.backward and (window.held or not closes):   # a window of one micro-batch needs no sum
-            window.add(mb.n, mb.items, self.learn.loss.detach() if self.per_step else None)
+            window.add(mb.n, mb.items, self.learn.loss.detach() if self.per_step else None, mb.amount)
         if closes: self._close_window()
         elif mb.step_cancelled: self._drop_window()
         else:
@@ -334,11 +344,11 @@ class GradientAccumulation(Callback):
 
     def _windows_per_epoch(self):
         sizes = self.mb.sizes
-        return 0 if sizes is None else plan_epoch(sizes, self.accum_bs//self.world_size, self.drop_last).count(STEP)
+        return 0 if sizes is None or self.by_items else plan_epoch(sizes, self._window_size(), self.drop_last).count(STEP)
 
     def _steps_per_epoch(self, dl):
         sizes = epoch_sizes(dl)
-        return None if sizes is None else plan_epoch(sizes, self.accum_bs, self.drop_last).count(STEP)
+        return None if sizes is None or self.accum_items is not None else plan_epoch(sizes, self.accum_bs, self.drop_last).count(STEP)
 
     def _set_step_hypers(self):
         "Have fastai's schedulers set the hyper-parameters at the step's place in training (`LRFinder` counts steps)"

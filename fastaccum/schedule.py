@@ -12,7 +12,7 @@ from fastcore.basics import store_attr, patch
 from fastai.callback.schedule import SchedCos
 from .window import *
 from .loaders import loader_bs
-from .checks import check_positive_int
+from .checks import check_positive_int, check_bool
 from .accumulate import GradientAccumulation
 from .integrations import wandb_log_with_next_step
 
@@ -20,6 +20,18 @@ from .integrations import wandb_log_with_next_step
 __all__ = ['GradientAccumulationSchedule']
 
 # %% ../nbs/11_schedule.ipynb #e5c833b9
+def _check_milestones(milestones, final_accum_bs):
+    "`{position: accum_bs}`: positions as `start`/`finish` take them, values positive ints, the last one `final_accum_bs`"
+    if not milestones: raise ValueError('`schedule` is an empty dict of milestones. Pass e.g. schedule={0.25: 64, 0.5: 128}.')
+    for position,value in milestones.items():
+        _check_end(f'schedule key {position!r}', position)
+        check_positive_int(f'schedule[{position!r}]', value, 'Each milestone gives the batch size from its position on.')
+    kinds = {isinstance(p, numbers.Integral) for p in milestones}
+    if len(kinds) == 1:   # all of one kind: the last in order must be the final value
+        last = milestones[max(milestones)]
+        if last != final_accum_bs:
+            raise ValueError(f'The last milestone gives {last}, but `final_accum_bs={final_accum_bs}`. Make them agree, e.g. final_accum_bs={last}.')
+
 def _check_end(name, value):
     "`start`/`finish`: a fraction in [0, 1] (float) or an epoch index (int)"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -30,31 +42,40 @@ def _check_end(name, value):
         raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction of training; for an epoch index pass an int, e.g. {name}={int(value)}.')
 
 # %% ../nbs/11_schedule.ipynb #3507f8fb
+_LR_SCALES = {None: 0., 'linear': 1., 'sqrt': 0.5}
+
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose `accum_bs` follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
-        start_accum_bs:int, # Samples per optimizer step before `start`
-        final_accum_bs:int, # Samples per optimizer step from `finish` on
-        start:int|float=0, # Where the schedule starts: a fraction of training (float) or an epoch index (int, 0-based)
-        finish:int|float=0.3, # Where it reaches `final_accum_bs`: a fraction of training (float) or an epoch index (int)
-        schedule:Callable=SchedCos, # `schedule(start_accum_bs, final_accum_bs)(pos)`, e.g. a fastai annealer
+        start_accum_bs:int, # Samples per optimizer step before `start` (items, with `items=True`)
+        final_accum_bs:int, # Samples per optimizer step from `finish` on (items, with `items=True`)
+        start:int|float=0, # Where the schedule starts: a fraction of training (float: 0.5 is halfway) or an epoch index (int: 1 is the start of epoch 1)
+        finish:int|float=0.3, # Where it reaches `final_accum_bs`, likewise: `finish=1.0` is the end of training, `finish=1` the start of epoch 1
+        schedule:Callable|dict=SchedCos, # `schedule(start_accum_bs, final_accum_bs)(pos)`, e.g. a fastai annealer; or milestones `{position: accum_bs}`
         log_accum_batch:bool=True, # Record one loss and lr per optimizer step (True), or per micro-batch as fastai does (False)
         micro_batch_size:int|None=None, # Samples per loader batch, for loaders that declare no `bs`/`batch_size`
         drop_last:bool=False, # Drop each epoch's last, partial window instead of stepping it
         warn_batchnorm:bool=True, # Warn (once per fit) when BatchNorm layers compute statistics per micro-batch of a larger window
         count_items:Callable|None=None, # `count_items(learn)`: items the micro-batch's mean loss averages over (e.g. tokens); default its samples
+        lr_scale:str|None=None, # Multiply each step's lr by (batch in use / batch at the start): 'linear', 'sqrt' (its square root), or None
+        items:bool=False, # Count `start_accum_bs`, `final_accum_bs` and the milestones in items (e.g. tokens, with `count_items`), not samples
     ):
         check_positive_int('start_accum_bs', start_accum_bs, 'Pass the samples per step at the start, e.g. start_accum_bs=32.')
         check_positive_int('final_accum_bs', final_accum_bs, 'Pass the samples per step at the end, e.g. final_accum_bs=256.')
         _check_end('start', start); _check_end('finish', finish)
         if isinstance(start, numbers.Integral) == isinstance(finish, numbers.Integral) and start > finish:
             raise ValueError(f'`start={start}` is after `finish={finish}`. Pass start <= finish.')
-        if not callable(schedule):
-            raise ValueError(f'`schedule` must be callable as schedule(start_accum_bs, final_accum_bs)(pos), got {schedule!r}. Pass e.g. SchedCos.')
+        if isinstance(schedule, dict): _check_milestones(schedule, final_accum_bs)
+        elif not callable(schedule):
+            raise ValueError(f'`schedule` must be callable as schedule(start_accum_bs, final_accum_bs)(pos), or a dict of milestones {{position: accum_bs}}, '
+                             f'got {schedule!r}. Pass e.g. SchedCos, or {{0.25: 64, 0.5: 128}}.')
+        if lr_scale not in _LR_SCALES: raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {lr_scale!r}.")
+        if check_bool('items', items) and count_items is None:
+            raise ValueError('`items=True` counts items per step, so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
         super().__init__(start_accum_bs, micro_batch_size=micro_batch_size, log_accum_batch=log_accum_batch, drop_last=drop_last,
-                         warn_batchnorm=warn_batchnorm, count_items=count_items)
-        store_attr('start_accum_bs,final_accum_bs,start,finish,schedule')
-        self.history = []
+                         warn_batchnorm=warn_batchnorm, count_items=count_items, accum_items=start_accum_bs if items else None)
+        store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,lr_scale,items')
+        self.history,self._unscaled_lrs = [],None
 
     @property
     def name(self): return 'gradient_accumulation'   # `learn.gradient_accumulation`, as for `GradientAccumulation`
@@ -63,44 +84,60 @@ class GradientAccumulationSchedule(GradientAccumulation):
         n_epoch:int, # Epochs of the fit
         micro_bs:int|None, # Micro-batch size
     ):
-        "Check the schedule against the fit: turn `start`/`finish` into fractions, and round the ends to whole micro-batches"
-        if micro_bs is None:
+        "Check the schedule against the fit: turn positions into fractions of training, and round the ends to whole micro-batches"
+        if micro_bs is None and not self.items:
             raise ValueError('GradientAccumulationSchedule needs the micro-batch size to round `accum_bs` to whole micro-batches, '
                              'and neither a training loader nor `micro_batch_size` gives it. Pass micro_batch_size=...')
         self.micro_bs = micro_bs
         self.start_pct,self.finish_pct = (self._fraction(n, v, n_epoch) for n,v in (('start',self.start), ('finish',self.finish)))
         if self.start_pct > self.finish_pct:
             raise ValueError(f'`start={self.start}` is after `finish={self.finish}` in a fit of {n_epoch} epochs. Pass start <= finish.')
+        self._milestones = None
+        if isinstance(self.schedule, dict):
+            self._milestones = sorted((self._fraction(f'schedule key {k!r}', k, n_epoch), v) for k,v in self.schedule.items())
+        else: self._annealer = self.schedule(self.start_accum_bs, self.final_accum_bs)
         unit = f'the micro-batch size {micro_bs}' + (f' times {self.world_size} processes' if self.world_size > 1 else '')
         for name in ('start_accum_bs', 'final_accum_bs'):
             value = getattr(self, name)
             if self.in_use_bs(value) != value:
                 warnings.warn(f'`{name}={value}` is not a multiple of {unit}: it is rounded to {self.in_use_bs(value)}.')
-        self._annealer = self.schedule(self.start_accum_bs, self.final_accum_bs)
 
     @staticmethod
     def _fraction(name, value, n_epoch):
         if not isinstance(value, numbers.Integral): return float(value)
         if value > n_epoch:
             raise ValueError(f'`{name}={value}` is an epoch index beyond the fit of {n_epoch} epochs. Pass an index <= {n_epoch}, or a fraction in [0, 1].')
+        if value == 1 and name in ('start', 'finish'):
+            warnings.warn(f'`{name}=1` is an epoch index, the start of epoch 1: {1/n_epoch:.0%} of this {n_epoch}-epoch fit. '
+                          f'For a fraction of training pass a float ({name}=1.0 is the end of training); pass {name}=1 with this warning filtered to keep it.')
         return value/n_epoch
 
     def scheduled_bs(self, pct:float, # Fraction of training done
                     )->float:
         "The scheduled (unrounded) samples per step at fraction `pct` of training"
+        if self._milestones is not None:
+            return next((v for p,v in reversed(self._milestones) if pct >= p), self.start_accum_bs)
         if pct < self.start_pct: return self.start_accum_bs
         if pct >= self.finish_pct: return self.final_accum_bs
         return float(self._annealer((pct-self.start_pct)/(self.finish_pct-self.start_pct)))
 
     def in_use_bs(self, scheduled:float, # A scheduled number of samples per step
                  )->int:
-        "`scheduled` rounded down to whole micro-batches of every process (under DDP, `world_size` of them), never below one each"
+        "`scheduled` rounded down to whole micro-batches of every process (under DDP, `world_size` of them), never below one each; items, to a whole number"
+        if self.items: return max(1, int(scheduled + 1e-9))
         unit = self.micro_bs*self.world_size
         return max(1, int(scheduled/unit + 1e-9))*unit
 
+    def lr_factor(self, in_use:int, # The batch in use (samples, or items)
+                 )->float:
+        "What `lr_scale` multiplies a step's learning rate by: `(in_use / the batch in use at the start)`, or its square root"
+        return (in_use/self.in_use_bs(self.start_accum_bs))**_LR_SCALES[self.lr_scale]
+
     # -- the fit: the schedule and its records start when training starts (not at `validate`, which fires `before_fit` too)
     def before_fit(self):
-        if hasattr(self.learn, 'lr_finder'): self.accum_bs = self.start_accum_bs   # lr_find holds it (see `_take_up`)
+        if hasattr(self.learn, 'lr_finder'):   # lr_find holds the start (see `_take_up`)
+            if self.items: self.accum_items = self.start_accum_bs
+            else: self.accum_bs = self.start_accum_bs
         super().before_fit()
 
     def _start_fit(self):
@@ -115,37 +152,75 @@ class GradientAccumulationSchedule(GradientAccumulation):
     def _start_window(self):
         "Take up the scheduled value at the start of each window"
         self._scheduled = self._take_up(self.learn.pct_train)
-        self.accum_bs = self.in_use_bs(self._scheduled)
+        if self.items: self.accum_items = self.in_use_bs(self._scheduled)
+        else: self.accum_bs = self.in_use_bs(self._scheduled)
         super()._start_window()
 
     def _take_up(self, pct):
         # `lr_find` measures the lr for `start_accum_bs`, the batch the lr you pass applies to
         return self.start_accum_bs if hasattr(self.learn, 'lr_finder') else self.scheduled_bs(pct)
 
+    @property
+    def in_use(self)->int:
+        "The batch in use: samples per step (`accum_bs`), or items with `items=True`"
+        return self.accum_items if self.items else self.accum_bs
+
     def step_position(self)->float:
         "The step's place in training: where its window started (`pct_train`, which counts micro-batches, so samples)"
         return self.mb.window_pct
 
+    # -- `lr_scale`: the step's lr, scaled; the next micro-batch gets the schedulers' value back
+    def before_batch(self):
+        if self._unscaled_lrs is not None: self._unscale_lrs()
+        super().before_batch()
+
+    def before_step(self):
+        super().before_step()   # raises `CancelBatchException` inside a window; sets the schedulers' lrs at the step
+        if self.lr_scale is not None:
+            opt = self.learn.opt
+            self._unscaled_lrs,factor = [h['lr'] for h in opt.hypers],self.lr_factor(self.in_use)
+            opt.set_hyper('lr', [lr*factor for lr in self._unscaled_lrs])
+
+    def _unscale_lrs(self):
+        self.learn.opt.set_hyper('lr', self._unscaled_lrs)
+        self._unscaled_lrs = None
+
+    def _release(self):
+        if self._unscaled_lrs is not None and self.learn is not None and self.learn.opt is not None: self._unscale_lrs()
+        super()._release()
+
+    def after_train(self):
+        if self._unscaled_lrs is not None: self._unscale_lrs()
+        super().after_train()
+
     def _close_window(self):
-        self.history.append((self.mb.window_pct, self._scheduled, self.accum_bs))
+        self.history.append((self.mb.window_pct, self._scheduled, self.in_use))
         super()._close_window()
 
     def after_batch(self):
         "Log the value in use beside each point the Recorder (and W&B) records"
         super().after_batch()
         recorder = getattr(self.learn, 'recorder', None)
-        if recorder is not None and recorder.run_train: recorder.accum_bs.append(self.accum_bs)
-        if self._wandb is not None and self._wandb.run and self._wandb.run_train: wandb_log_with_next_step(self._wandb, accum_bs=self.accum_bs)
+        if recorder is not None and recorder.run_train: recorder.accum_bs.append(self.in_use)
+        if self._wandb is not None and self._wandb.run and self._wandb.run_train: wandb_log_with_next_step(self._wandb, accum_bs=self.in_use)
 
 # %% ../nbs/11_schedule.ipynb #47ee8cba
-def _plot_history(history, n_epoch, ax=None):
+def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples'):
     import matplotlib.pyplot as plt
     if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
     pcts,scheduled,in_use = zip(*history)
     epochs = [p*n_epoch for p in pcts]
     ax.plot(epochs, scheduled, label='scheduled')
-    ax.step(epochs, in_use, where='post', label='in use (whole micro-batches)')
-    ax.set_xlabel('epoch'); ax.set_ylabel('samples per optimizer step'); ax.legend()
+    ax.step(epochs, in_use, where='post', label='in use' + (' (whole micro-batches)' if unit == 'samples' else ''))
+    ax.set_xlabel('epoch'); ax.set_ylabel(f'{unit} per optimizer step')
+    handles,labels = ax.get_legend_handles_labels()
+    if lr_factor is not None:
+        lr_ax = ax.twinx()
+        lr_ax.step(epochs, [lr_factor(v) for v in in_use], where='post', color='C2', ls='--', label='lr scale')
+        lr_ax.set_ylabel('lr scale'); lr_ax.set_ylim(bottom=0)
+        more_handles,more_labels = lr_ax.get_legend_handles_labels()
+        handles,labels = handles+more_handles,labels+more_labels
+    ax.legend(handles, labels, loc='lower right')
     return ax
 
 # %% ../nbs/11_schedule.ipynb #5e190e42
@@ -155,20 +230,24 @@ def preview(self:GradientAccumulationSchedule,
     n_epoch:int, # Epochs of the fit
     n_batches:int, # Micro-batches per epoch
     micro_batch_size:int|None=None, # Micro-batch size; by default `micro_batch_size`, or the attached learner's loader's
+    items_per_batch:float|None=None, # With `items=True`: the items a micro-batch holds, on average
 )->list:
     "`history` as a fit of `n_epoch` epochs of `n_batches` full micro-batches would record it"
     learn = getattr(self, 'learn', None)
     micro_bs = micro_batch_size or self.micro_batch_size or (loader_bs(learn.dls.train) if learn is not None else None)
+    if self.items and items_per_batch is None:
+        raise ValueError('A schedule in items needs the items of a micro-batch to preview it. Pass items_per_batch=...')
     self.setup(n_epoch, micro_bs)
-    window,history = AccumWindow(self.start_accum_bs, self.drop_last),[]
+    amount = items_per_batch if self.items else micro_bs
+    window,history = AccumWindow(self.start_accum_bs, self.drop_last, self.items),[]
     for epoch in range(n_epoch):
         window.reset()
         pct = epoch/n_epoch  # advanced as fastai's TrainEvalCallback advances `pct_train`, to the last bit
         for i in range(n_batches):
             if not window.held: start,scheduled = pct,self.scheduled_bs(pct); window.size = self.in_use_bs(scheduled)
-            plan = window.plan(micro_bs, i == n_batches-1, (n_batches-i)*micro_bs)
+            plan = window.plan(amount, i == n_batches-1, None if self.items else (n_batches-i)*micro_bs)
             if plan == STEP: history.append((start, scheduled, window.size)); window.reset()
-            elif plan == ACCUM: window.add(micro_bs, micro_bs)
+            elif plan == ACCUM: window.add(micro_bs, amount)
             pct += 1/(n_batches*n_epoch)
     return history
 
@@ -178,10 +257,13 @@ def plot_schedule(self:GradientAccumulationSchedule,
     n_batches:int|None=None, # Micro-batches per epoch, for a preview
     micro_batch_size:int|None=None, # Micro-batch size, for a preview without a loader
     ax=None, # A matplotlib axis to draw on
+    items_per_batch:float|None=None, # With `items=True`: the items a micro-batch holds, on average, for a preview
 ):
     "Plot scheduled vs in-use samples per step: of the last fit, or a preview before training"
     if n_epoch is None:
         if not self.history: raise ValueError('No fit recorded yet: pass n_epoch and n_batches to preview the schedule.')
-        return _plot_history(self.history, self.history_epochs, ax)
-    if n_batches is None: raise ValueError('`n_batches` (micro-batches per epoch) is needed to preview the schedule.')
-    return _plot_history(self.preview(n_epoch, n_batches, micro_batch_size), n_epoch, ax)
+        history,n_epoch = self.history,self.history_epochs
+    else:
+        if n_batches is None: raise ValueError('`n_batches` (micro-batches per epoch) is needed to preview the schedule.')
+        history = self.preview(n_epoch, n_batches, micro_batch_size, items_per_batch)
+    return _plot_history(history, n_epoch, ax, self.lr_factor if self.lr_scale else None, 'items' if self.items else 'samples')
