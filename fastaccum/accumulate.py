@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/accumulate.html.md"""
 
 # %% ../nbs/10_accumulate.ipynb #f2e81503
 from __future__ import annotations
-import time, warnings
+import functools, sys, time, warnings
 from typing import Callable
 import torch
 from torch import nn
@@ -167,9 +167,11 @@ class GradientAccumulation(Callback):
         self.window.reset()
 
     def after_train(self):
-        "A window that never stepped (dropped, or its last micro-batch cancelled) leaves no gradient behind"
-        if self.window.held: self._drop_gradient()
+        "A window that never stepped (dropped, its last micro-batch cancelled, or the epoch cut short) leaves no gradient behind"
+        # `planned`: a micro-batch whose training was cancelled before this callback's `after_batch` may have left its gradient
+        if self.window.held or self.mb.planned: self._drop_gradient()
         self.window.reset()
+        self.mb.planned = False
         self._end_sync()
         self.loggers.show()
 
@@ -180,7 +182,7 @@ class GradientAccumulation(Callback):
     def _release(self):
         "Leave the Learner as fastai leaves it: no gradient of an unfinished window, no `no_sync`, loggers as they were"
         self._end_sync()
-        if self.window.held: self._drop_gradient()
+        if self.window.held or self.mb.planned: self._drop_gradient()
         self.window.reset()
         self.mb.planned = False
         if self.loggers is not None: self.loggers.release(); self.loggers = None
@@ -374,3 +376,28 @@ class GradientAccumulation(Callback):
         recorder = getattr(self.learn, 'recorder', None)
         if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
             for metric in recorder.metrics: metric.accumulate(self.learn)
+
+# %% ../nbs/10_accumulate.ipynb #a0b1c2d3
+_FASTACCUM_ONLY = {'accum_bs', 'micro_batch_size', 'log_accum_batch', 'drop_last', 'warn_batchnorm', 'count_items', 'accum_items'}
+_IMPORT_FIX = ("a star import of fastai after `from fastaccum.all import *` replaced fastaccum's class. Import fastaccum after "
+               "fastai, or import the class by name: `from fastaccum.all import GradientAccumulation`.")
+
+def _explain_shadowing():
+    "Make fastai's `GradientAccumulation` say so when it is created by mistake for fastaccum's"
+    from fastai.callback import training
+    fastai_cls = training.GradientAccumulation
+    upstream = fastai_cls.__init__
+    if getattr(upstream, 'fastaccum_check', False): return
+    @functools.wraps(upstream)
+    def __init__(self, *args, **kwargs):
+        mistaken = sorted(set(kwargs) & _FASTACCUM_ONLY)
+        if mistaken: raise TypeError(f"This is fastai's `GradientAccumulation(n_acc)`, which takes no {', '.join(mistaken)}: " + _IMPORT_FIX)
+        caller = sys._getframe(1).f_globals
+        schedule = caller.get('GradientAccumulationSchedule')
+        if caller.get('GradientAccumulation') is fastai_cls and getattr(schedule, '__module__', '').startswith('fastaccum'):
+            warnings.warn("`GradientAccumulation` here is fastai's, not fastaccum's: " + _IMPORT_FIX, stacklevel=2)
+        upstream(self, *args, **kwargs)
+    __init__.fastaccum_check = True
+    fastai_cls.__init__ = __init__
+
+_explain_shadowing()
