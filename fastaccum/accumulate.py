@@ -19,10 +19,11 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import bn_types
 from fastai.torch_core import find_bs, find_device
 from .window import *
-from .loaders import epoch_sizes, micro_batch_size_of
+from .loaders import epoch_sizes, loader_bs
 from .checks import check_positive_int, check_bool, check_count
-from .integrations import StepLoggers, fix_wandb_config, prepare_lr_finder, wandb_count_unlogged_batch, wandb_time_window
-from .distributed import ddp_world_size, all_reduce_sum, no_sync_model, fix_distributed_dl_broadcast
+from .integrations import StepLoggers, fix_wandb_config, prepare_lr_finder, wandb_count_batch, wandb_time_window
+from .distributed import ddp_world_size, all_reduce_sum, all_reduce_sums, all_reduce_gradients, no_sync_model, fix_distributed_dl_broadcast
+from .microbatch import MicroBatcher, OutOfMemoryElsewhere, split_sizes
 
 # %% auto #0
 __all__ = ['loss_reduction', 'GradientAccumulation']
@@ -55,25 +56,35 @@ def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) f
 class _MicroBatch:
     "What happened to the current micro-batch and its window (a plain object: the hot path sets no `Callback` attributes)"
     __slots__ = ('planned','plan','n','items','amount','weight','weighed','hooked','backward','backward_cancelled','stepping','step_cancelled',
+                 'final_chunk','chunk_offset','share',
                  'window_pct','window_start','windows_done','n_windows','sizes','n_steps')
-    def __init__(self): self.planned,self.plan,self.sizes,self.windows_done,self.n_windows,self.n_steps = False,None,None,0,None,0
+    def __init__(self):
+        self.planned,self.plan,self.sizes,self.windows_done,self.n_windows,self.n_steps = False,None,None,0,None,0
+        self.final_chunk,self.chunk_offset,self.share = True,0,1.   # a whole loader batch, unless `micro_batch_size` splits it
 
 class GradientAccumulation(Callback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, accumulated over the loader's micro-batches"
     order,run_valid = MixedPrecision.order-4,False
     def __init__(self,
-        accum_bs:int|None=None, # Samples per optimizer step, over all processes under DDP; `None` uses `n_acc`
+        accum_bs:int|None=None, # Samples per optimizer step, over all processes under DDP; `None`: `n_acc`, or with `micro_batch_size` the loader's batch
         n_acc:int=32, # fastai's name for the samples per step, used when `accum_bs` is `None`
-        micro_batch_size:int|None=None, # Samples per loader batch, for loaders that declare no `bs`/`batch_size`
+        micro_batch_size:int|str|None=None, # Split each loader batch into micro-batches of at most this many samples; 'auto': as large as fits in memory
         log_accum_batch:bool=True, # Log one point per optimizer step (True), or one per micro-batch as fastai does (False)
         drop_last:bool=False, # Drop each epoch's last, partial window instead of stepping it
         warn_batchnorm:bool=True, # Warn (once per fit) when BatchNorm layers see micro-batches of a larger window
         count_items:Callable|None=None, # `count_items(learn)`: the items the micro-batch's loss averages over (e.g. tokens); default its samples
         accum_items:int|None=None, # Items (e.g. tokens) per optimizer step, over all processes: windows close on items, not samples (needs `count_items`)
+        max_micro_batch_size:int|None=None, # With `micro_batch_size='auto'`: the size to start from (default: the loader's batch)
+        tune:bool=False, # Time the micro-batch size, half and a quarter of it over the first windows, and keep the fastest
     ):
-        if accum_bs is None: accum_bs = check_positive_int('n_acc', n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
-        if micro_batch_size is not None:
-            check_positive_int('micro_batch_size', micro_batch_size, "Pass the samples in one loader batch, or None to read the loader's.")
+        check_positive_int('n_acc', n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
+        if accum_bs is None and micro_batch_size is None: accum_bs = n_acc
+        if micro_batch_size is not None and micro_batch_size != 'auto':
+            check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, 'auto', or None for the loader's batches.")
+        if max_micro_batch_size is not None:
+            check_positive_int('max_micro_batch_size', max_micro_batch_size, "Pass the micro-batch size for micro_batch_size='auto' to start from.")
+            if micro_batch_size != 'auto': raise ValueError("`max_micro_batch_size` is where micro_batch_size='auto' starts: pass micro_batch_size='auto' with it.")
+        check_bool('tune', tune)
         for name,flag in (('log_accum_batch', log_accum_batch), ('drop_last', drop_last), ('warn_batchnorm', warn_batchnorm)): check_bool(name, flag)
         if count_items is not None and not callable(count_items):
             raise ValueError(f'`count_items` must be a callable count_items(learn) -> number, got {count_items!r}. '
@@ -81,8 +92,10 @@ class GradientAccumulation(Callback):
         if accum_items is not None:
             check_positive_int('accum_items', accum_items, 'Pass the number of items (e.g. tokens) per optimizer step, or None to count samples.')
             if count_items is None: raise ValueError('`accum_items` counts items, so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
-        store_attr('accum_bs,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,accum_items')
-        self.window,self.mb,self.loggers,self._sync,self.world_size = AccumWindow(self.accum_bs, drop_last),_MicroBatch(),None,None,1
+        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,accum_items,max_micro_batch_size,tune')
+        if accum_bs is None: self._accum_bs = None   # the loader's batch, read when training starts
+        else: self.accum_bs = accum_bs
+        self.window,self.mb,self.loggers,self._sync,self.world_size,self.batcher = AccumWindow(1, drop_last),_MicroBatch(),None,None,1,None
 
     @property
     def accum_bs(self)->int:
@@ -129,16 +142,37 @@ class GradientAccumulation(Callback):
         wandb = getattr(self.learn, 'wandb', None)
         if wandb is not None: fix_wandb_config(wandb)
 
+    def _micro_batcher(self):
+        "What splits the loader's batches, when `micro_batch_size` asks for it and the loader declares its batch size"
+        mbs,bs = self.micro_batch_size,self.loader_bs
+        if mbs is None: return None
+        if bs is None:
+            if mbs == 'auto': raise ValueError("micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`, or `batch_size`).")
+            return None   # a loader that does not say: `micro_batch_size` is the size of its batches
+        auto = mbs == 'auto'
+        size = min(self.max_micro_batch_size or bs, bs) if auto else min(mbs, bs)
+        return MicroBatcher(self, size, auto, self.tune) if auto or self.tune or size < bs else None
+
     def _start_fit(self):
         "Read the fit: processes, micro-batch size, the loss's reduction, loggers and schedulers"
         learn = self.learn
         self._started,self.mb.n_steps = True,0
         self.world_size = ddp_world_size(learn)
+        self.loader_bs = loader_bs(learn.dls.train)
+        # with `micro_batch_size` and no `accum_bs`: one step per loader batch (of every process: `accum_bs` is global)
+        if self._accum_bs is None: self._accum_bs = self.loader_bs*self.world_size if self.loader_bs else self.n_acc
         self.by_items = self.accum_items is not None
         if not self.by_items: self._check_share(self.accum_bs)
         if self.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
         self._sync_model = no_sync_model(learn.model)
-        self.micro_bs = micro_batch_size_of(learn.dls.train, self.micro_batch_size)
+        self.batcher = self._micro_batcher()
+        self.micro_bs = self.batcher.size if self.batcher is not None else self.loader_bs or self.micro_batch_size
+        # with 'auto' under DDP, no backward may be inside DDP's all-reduce when memory runs out: all of them run under
+        # `no_sync`, and the window's gradients are averaged after its last backward
+        self._manual_sync = self._agreeing and self.world_size > 1
+        if self._manual_sync and self._sync_model is None:
+            raise ValueError("micro_batch_size='auto' under FSDP is not supported: FSDP reduces gradients inside every backward, "
+                             'where running out of memory cannot be recovered. Pass a fixed micro_batch_size.')
         if self.micro_bs is not None and not self.by_items and self.accum_bs//self.world_size < self.micro_bs:
             per = f' ({self.accum_bs//self.world_size} in each of {self.world_size} processes)' if self.world_size > 1 else ''
             warnings.warn(f'`accum_bs={self.accum_bs}`{per} is smaller than one micro-batch ({self.micro_bs} samples): '
@@ -165,6 +199,7 @@ class GradientAccumulation(Callback):
         mb = self.mb
         mb.sizes,mb.windows_done,mb.n_windows = epoch_sizes(self.learn.dl),0,None
         self.window.reset()
+        if self.batcher is not None: self.batcher.install(self.learn)
 
     def after_train(self):
         "A window that never stepped (dropped, its last micro-batch cancelled, or the epoch cut short) leaves no gradient behind"
@@ -174,6 +209,7 @@ class GradientAccumulation(Callback):
         self.mb.planned = False
         self._end_sync()
         self.loggers.show()
+        if self.batcher is not None: self.batcher.remove()
 
     def after_fit(self):
         "Leave nothing behind, also after `CancelFitException` mid-window"
@@ -186,6 +222,7 @@ class GradientAccumulation(Callback):
         self.window.reset()
         self.mb.planned = False
         if self.loggers is not None: self.loggers.release(); self.loggers = None
+        if self.batcher is not None: self.batcher.remove()
 
     def _drop_gradient(self):
         learn = self.learn
@@ -206,12 +243,12 @@ class GradientAccumulation(Callback):
         mb.planned,mb.weighed,mb.backward,mb.backward_cancelled,mb.stepping,mb.step_cancelled = True,False,False,False,False,False
         mb.n = n = self.count_samples()
         mb.items = n if self.count_items is None else self._count_items(n)
-        mb.amount = n if not self.by_items else mb.items if self.world_size == 1 else all_reduce_sum(mb.items, find_device(learn.xb))
+        mb.amount = n if not self.by_items else mb.items if self.world_size == 1 else self._sum_over_processes(mb.items, find_device(learn.xb))
         if not window.held: self._start_window()
         left = self._samples_left() if self.drop_last and not window.held else None
-        mb.plan = window.plan(mb.amount, learn.iter == learn.n_iter-1, left)
+        mb.plan = window.plan(mb.amount, learn.iter == learn.n_iter-1 and mb.final_chunk, left)
         if mb.plan == SKIP: raise CancelBatchException()
-        if self._sync_model is not None: self._hold_sync(mb.plan == ACCUM)
+        if self._sync_model is not None: self._hold_sync(mb.plan == ACCUM or self._manual_sync)
 
     def _start_window(self):
         "A new window: take up `accum_bs` (each process holds its share), and note where it starts"
@@ -226,13 +263,14 @@ class GradientAccumulation(Callback):
 
     def _samples_left(self):
         sizes = self.mb.sizes
-        return None if sizes is None or self.by_items else sum(sizes[self.learn.iter:])   # nobody knows the items to come
+        if sizes is None or self.by_items: return None   # nobody knows the items to come
+        return sum(sizes[self.learn.iter:]) - self.mb.chunk_offset   # (a loader batch may be under way, split in micro-batches)
 
     def _count_items(self, n):
         items = check_count('count_items', self.count_items(self.learn), _COUNT_ITEMS_FIX)
         if self._estimate_items:   # the scale of the accumulating gradient: once per fit, alike in every process
             per_sample = max(items, 1)/n
-            if self.world_size > 1: per_sample = all_reduce_sum(per_sample, find_device(self.learn.xb))/self.world_size
+            if self.world_size > 1: per_sample = self._sum_over_processes(per_sample, find_device(self.learn.xb))/self.world_size
             self.window.items_per_sample,self._estimate_items = per_sample,False
         return items
 
@@ -252,7 +290,7 @@ class GradientAccumulation(Callback):
         "Rescale the window's gradient so that, with this micro-batch's, the step is the mean over the window's items"
         window = self.window
         total = window.items + self.mb.items
-        if self.world_size > 1 and window.reduction == 'mean': total = all_reduce_sum(total, self.learn.loss_grad.device)
+        if self.world_size > 1 and (window.reduction == 'mean' or self._agreeing): total = self._sum_over_processes(total, self.learn.loss_grad.device)
         if window.reduction == 'mean' and not total:
             raise ValueError('`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. ' + _COUNT_ITEMS_FIX)
         factor = window.close(total, self.world_size)
@@ -271,6 +309,7 @@ class GradientAccumulation(Callback):
         mb = self.mb
         if not mb.hooked and not mb.backward_cancelled: mb.backward = True
         if mb.plan != STEP or not mb.backward: raise CancelBatchException()
+        if self._manual_sync: self._average_gradients()
         mb.stepping = True
         if self._schedulers: self._set_step_hypers()
 
@@ -298,6 +337,8 @@ class GradientAccumulation(Callback):
         else:
             if self.per_step and mb.backward: self._accumulate_train_metrics()
             self._quiet()
+        # W&B adds a batch to its epoch at each row it logs: a micro-batch is a share of one
+        if mb.share != 1 and self._wandb is not None and not self.loggers.quiet: wandb_count_batch(self._wandb, self.learn.n_iter, mb.share, logged=True)
 
     def _close_window(self):
         "After the step: count it, hand the loggers the window's loss, empty the window"
@@ -310,6 +351,7 @@ class GradientAccumulation(Callback):
                 self.learn.loss = window.mean_loss()
                 if self._wandb is not None: wandb_time_window(self._wandb, mb.window_start, mb.n, window.samples)
         if self.loggers.counters: self.loggers.count_steps(mb.n_steps)
+        if self.batcher is not None: self.batcher.window_closed(window.samples or mb.n)
         window.reset()
 
     def _drop_window(self):
@@ -321,7 +363,17 @@ class GradientAccumulation(Callback):
         "This micro-batch does not step: with one point per step, the loggers skip it"
         if not self.per_step: return
         self.loggers.silence()
-        if self._wandb is not None: wandb_count_unlogged_batch(self._wandb, self.learn.n_iter)
+        if self._wandb is not None: wandb_count_batch(self._wandb, self.learn.n_iter, self.mb.share, logged=False)
+
+    @property
+    def _agreeing(self): return self.batcher is not None and self.batcher.auto
+
+    def _sum_over_processes(self, value, device, out_of_memory:bool=False):
+        "The sum of `value` over the processes; with `micro_batch_size='auto'`, each also says whether it ran out of memory"
+        if not self._agreeing: return all_reduce_sum(value, device)
+        total,failed = all_reduce_sums([value, float(out_of_memory)], device)
+        if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
+        return total
 
     # -- DDP: one all-reduce per window
     def _hold_sync(self, hold:bool):
@@ -330,6 +382,12 @@ class GradientAccumulation(Callback):
         elif self._sync is None:
             self._sync = self._sync_model.no_sync()
             self._sync.__enter__()
+
+    def _average_gradients(self):
+        "With 'auto' under DDP: agree that no process ran out of memory in the window, then average the gradients"
+        device = self.learn.loss_grad.device
+        self._sum_over_processes(0., device)   # raises `OutOfMemoryElsewhere` if one did
+        all_reduce_gradients([p for p,*_ in self.learn.opt.all_params(with_grad=True)], self.world_size)
 
     def _end_sync(self):
         if self._sync is not None:
@@ -346,11 +404,14 @@ class GradientAccumulation(Callback):
 
     def _windows_per_epoch(self):
         sizes = self.mb.sizes
-        return 0 if sizes is None or self.by_items else plan_epoch(sizes, self._window_size(), self.drop_last).count(STEP)
+        if sizes is None or self.by_items: return 0
+        if self.batcher is not None: sizes = [s for n in sizes for s in split_sizes(n, self.batcher.size)]
+        return plan_epoch(sizes, self._window_size(), self.drop_last).count(STEP)
 
     def _steps_per_epoch(self, dl):
         sizes = epoch_sizes(dl)
-        return None if sizes is None or self.accum_items is not None else plan_epoch(sizes, self.accum_bs, self.drop_last).count(STEP)
+        if sizes is None or self.accum_items is not None: return None
+        return plan_epoch(sizes, self._accum_bs or loader_bs(dl) or self.n_acc, self.drop_last).count(STEP)
 
     def _set_step_hypers(self):
         "Have fastai's schedulers set the hyper-parameters at the step's place in training (`LRFinder` counts steps)"

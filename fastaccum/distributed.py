@@ -10,7 +10,8 @@ import fastai, torch
 from packaging.version import Version
 
 # %% auto #0
-__all__ = ['ddp_world_size', 'all_reduce_sum', 'is_fsdp', 'no_sync_model', 'fix_distributed_dl_broadcast']
+__all__ = ['ddp_world_size', 'all_reduce_sums', 'all_reduce_sum', 'is_fsdp', 'no_sync_model', 'all_reduce_gradients',
+           'fix_distributed_dl_broadcast']
 
 # %% ../nbs/08_distributed.ipynb #9a5e1e45
 def ddp_world_size(learn, # A `Learner`
@@ -21,14 +22,20 @@ def ddp_world_size(learn, # A `Learner`
     if not (dist.is_available() and dist.is_initialized()): return 1
     return dist.get_world_size() if isinstance(learn.model, DistributedDataParallel) or is_fsdp(learn.model) else 1
 
+def all_reduce_sums(values:list, # Numbers this process holds
+                    device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
+                   )->list:
+    "The sums of `values` over all processes, in one all-reduce"
+    on = device if torch.distributed.get_backend() == 'nccl' else 'cpu'
+    totals = torch.tensor([float(v) for v in values], dtype=torch.float64, device=on)
+    torch.distributed.all_reduce(totals)
+    return totals.tolist()
+
 def all_reduce_sum(value, # A number this process holds
                    device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
                   )->float:
     "The sum of `value` over all processes"
-    on = device if torch.distributed.get_backend() == 'nccl' else 'cpu'
-    total = torch.tensor([float(value)], dtype=torch.float64, device=on)
-    torch.distributed.all_reduce(total)
-    return total.item()
+    return all_reduce_sums([value], device)[0]
 
 def is_fsdp(model, # A model, wrapped or not
            )->bool:
@@ -43,6 +50,21 @@ def no_sync_model(model, # The Learner's model
     from torch.nn.parallel import DistributedDataParallel
     if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module): return model
     return None
+
+def all_reduce_gradients(params:list, # Parameters whose gradients to average (the same ones, in the same order, in every process)
+                         world_size:int, # Processes
+                         bucket_size:int=2**24, # Elements in each all-reduce, at most (but one tensor at least)
+                        ):
+    "Average the gradients of `params` over the processes, in flat buckets, as DDP's backward does, but after it"
+    grads,bucket,size = [p.grad for p in params if p.grad is not None],[],0
+    for g in grads + [None]:
+        if bucket and (g is None or size + g.numel() > bucket_size):
+            flat = torch._utils._flatten_dense_tensors(bucket)
+            torch.distributed.all_reduce(flat)
+            flat /= world_size
+            for g_,synced in zip(bucket, torch._utils._unflatten_dense_tensors(flat, bucket)): g_.copy_(synced)
+            bucket,size = [],0
+        if g is not None: bucket.append(g); size += g.numel()
 
 # %% ../nbs/08_distributed.ipynb #0f117793
 def _cpu_broadcast(t, rank):

@@ -12,7 +12,7 @@ import fastai
 from packaging.version import Version
 
 # %% auto #0
-__all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'wandb_count_unlogged_batch', 'wandb_time_window',
+__all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'wandb_count_batch', 'wandb_time_window',
            'wandb_log_with_next_step', 'fix_wandb_config', 'prepare_lr_finder']
 
 # %% ../nbs/03_integrations.ipynb #3298768f
@@ -56,11 +56,13 @@ class StepLoggers:
         for cb in self.counters: cb.__dict__.pop('train_iter', None)
 
 # %% ../nbs/03_integrations.ipynb #0514826e
-def wandb_count_unlogged_batch(wandb_cb, # fastai's `WandbCallback`
-                               n_iter:int, # Training batches per epoch
-                              ):
-    "Advance W&B's fractional epoch for a training batch it did not log"
-    wandb_cb._wandb_epoch += 1/n_iter
+def wandb_count_batch(wandb_cb, # fastai's `WandbCallback`
+                      n_iter:int, # Training batches (loader batches) per epoch
+                      share:float=1., # The micro-batch's share of its loader batch
+                      logged:bool=False, # Whether W&B logs it (and adds a whole batch to its epoch itself)
+                     ):
+    "Advance W&B's fractional epoch by a micro-batch's share of a loader batch"
+    wandb_cb._wandb_epoch += (share - logged)/n_iter
 
 def wandb_time_window(wandb_cb, # fastai's `WandbCallback`
                       start:float, # `time.perf_counter()` at the window's start

@@ -8,7 +8,7 @@ Docs: https://fastaccum.github.io/fastaccum/loaders.html.md"""
 from __future__ import annotations
 
 # %% auto #0
-__all__ = ['loader_bs', 'epoch_sizes', 'micro_batch_size_of']
+__all__ = ['loader_bs', 'epoch_sizes']
 
 # %% ../nbs/41_loaders.ipynb #4a1b6c85
 def loader_bs(dl, # A fastai or PyTorch data loader
@@ -39,15 +39,3 @@ def epoch_sizes(dl, # The training loader
     try: n_batches = len(dl)
     except TypeError: return None
     return sizes if len(sizes) == n_batches else None
-
-# %% ../nbs/41_loaders.ipynb #d39f9e0a
-def micro_batch_size_of(
-    dl, # The training loader
-    micro_batch_size:int|None=None, # The size the user passed, for loaders that declare none
-)->int|None:
-    "The micro-batch size: the loader's, or `micro_batch_size`; a clear error if both exist and disagree"
-    bs = loader_bs(dl)
-    if bs is not None and micro_batch_size is not None and bs != micro_batch_size:
-        raise ValueError(f"`micro_batch_size={micro_batch_size}` disagrees with the training loader's batch size {bs}. "
-                         "Leave micro_batch_size=None to use the loader's, or build the loader with that batch size.")
-    return bs if bs is not None else micro_batch_size
