@@ -26,7 +26,7 @@ from .distributed import ddp_world_size, all_reduce_sum, all_reduce_sums, all_re
 from .microbatch import MicroBatcher, OutOfMemoryElsewhere, split_sizes
 
 # %% auto #0
-__all__ = ['loss_reduction', 'GradientAccumulation']
+__all__ = ['LR_SCALES', 'loss_reduction', 'GradientAccumulation']
 
 # %% ../nbs/10_accumulate.ipynb #6999854a
 _COUNT_ITEMS_FIX = 'Return the number of items the loss averages over, e.g. (learn.yb[0] != -100).sum().'
@@ -53,14 +53,17 @@ _CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException,
 
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
+LR_SCALES = {None: 0., 'linear': 1., 'sqrt': 0.5}   # `lr_scale`: the power of the batch ratio
+
 class _MicroBatch:
     "What happened to the current micro-batch and its window (a plain object: the hot path sets no `Callback` attributes)"
     __slots__ = ('planned','plan','n','items','amount','weight','weighed','hooked','backward','backward_cancelled','stepping','step_cancelled',
-                 'final_chunk','chunk_offset','share',
+                 'final_chunk','chunk_offset','share','unscaled_lrs','window_items',
                  'window_pct','window_start','windows_done','n_windows','sizes','n_steps')
     def __init__(self):
         self.planned,self.plan,self.sizes,self.windows_done,self.n_windows,self.n_steps = False,None,None,0,None,0
         self.final_chunk,self.chunk_offset,self.share = True,0,1.   # a whole loader batch, unless `micro_batch_size` splits it
+        self.unscaled_lrs = None
 
 class GradientAccumulation(Callback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, accumulated over the loader's micro-batches"
@@ -76,6 +79,7 @@ class GradientAccumulation(Callback):
         accum_items:int|None=None, # Items (e.g. tokens) per optimizer step, over all processes: windows close on items, not samples (needs `count_items`)
         max_micro_batch_size:int|None=None, # With `micro_batch_size='auto'`: the size to start from (default: the loader's batch)
         tune:bool=False, # Time the micro-batch size, half and a quarter of it over the first windows, and keep the fastest
+        lr_scale:str|None=None, # When `accum_bs` changes in training: multiply each step's lr by (accum_bs / accum_bs at the start), 'linear', or its square root, 'sqrt'
     ):
         check_positive_int('n_acc', n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
         if accum_bs is None and micro_batch_size is None: accum_bs = n_acc
@@ -85,6 +89,7 @@ class GradientAccumulation(Callback):
             check_positive_int('max_micro_batch_size', max_micro_batch_size, "Pass the micro-batch size for micro_batch_size='auto' to start from.")
             if micro_batch_size != 'auto': raise ValueError("`max_micro_batch_size` is where micro_batch_size='auto' starts: pass micro_batch_size='auto' with it.")
         check_bool('tune', tune)
+        if lr_scale not in LR_SCALES: raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {lr_scale!r}.")
         for name,flag in (('log_accum_batch', log_accum_batch), ('drop_last', drop_last), ('warn_batchnorm', warn_batchnorm)): check_bool(name, flag)
         if count_items is not None and not callable(count_items):
             raise ValueError(f'`count_items` must be a callable count_items(learn) -> number, got {count_items!r}. '
@@ -92,7 +97,7 @@ class GradientAccumulation(Callback):
         if accum_items is not None:
             check_positive_int('accum_items', accum_items, 'Pass the number of items (e.g. tokens) per optimizer step, or None to count samples.')
             if count_items is None: raise ValueError('`accum_items` counts items, so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
-        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,accum_items,max_micro_batch_size,tune')
+        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,accum_items,max_micro_batch_size,tune,lr_scale')
         if accum_bs is None: self._accum_bs = None   # the loader's batch, read when training starts
         else: self.accum_bs = accum_bs
         self.window,self.mb,self.loggers,self._sync,self.world_size,self.batcher = AccumWindow(1, drop_last),_MicroBatch(),None,None,1,None
@@ -103,6 +108,16 @@ class GradientAccumulation(Callback):
         return self._accum_bs
     @accum_bs.setter
     def accum_bs(self, value): self._accum_bs = check_positive_int('accum_bs', value, 'Pass the number of samples per optimizer step, e.g. accum_bs=64.')
+
+    @property
+    def in_use(self)->int:
+        "The batch of the current window: its samples per step (its `accum_bs`, over all processes), or items with `accum_items`"
+        return self.window.size if self.by_items else self.window.size*self.world_size
+
+    def lr_factor(self, in_use:int, # A batch (samples, or items)
+                 )->float:
+        "What `lr_scale` multiplies a step's learning rate by with the batch `in_use`: its ratio to the batch at the start of the fit, or that ratio's square root"
+        return (in_use/self._lr_reference)**LR_SCALES[self.lr_scale]
 
     @property
     def will_step(self)->bool:
@@ -163,6 +178,7 @@ class GradientAccumulation(Callback):
         if self._accum_bs is None: self._accum_bs = self.loader_bs*self.world_size if self.loader_bs else self.n_acc
         self.by_items = self.accum_items is not None
         if not self.by_items: self._check_share(self.accum_bs)
+        self._lr_reference = self.accum_items if self.by_items else self.accum_bs   # `lr_scale` is relative to the batch at the start
         if self.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
         self._sync_model = no_sync_model(learn.model)
         self.batcher = self._micro_batcher()
@@ -209,6 +225,7 @@ class GradientAccumulation(Callback):
         self.mb.planned = False
         self._end_sync()
         self.loggers.show()
+        if self.mb.unscaled_lrs is not None: self._unscale_lrs()
         if self.batcher is not None: self.batcher.remove()
 
     def after_fit(self):
@@ -216,7 +233,8 @@ class GradientAccumulation(Callback):
         self._release()
 
     def _release(self):
-        "Leave the Learner as fastai leaves it: no gradient of an unfinished window, no `no_sync`, loggers as they were"
+        "Leave the Learner as fastai leaves it: no gradient of an unfinished window, no `no_sync`, loggers as they were, lrs unscaled"
+        if self.mb.unscaled_lrs is not None and self.learn.opt is not None: self._unscale_lrs()
         self._end_sync()
         if self.window.held or self.mb.planned: self._drop_gradient()
         self.window.reset()
@@ -240,6 +258,7 @@ class GradientAccumulation(Callback):
         "Plan the micro-batch: accumulate it, step after it, or skip it unrun"
         if self.loggers.quiet: self.loggers.show()
         learn,mb,window = self.learn,self.mb,self.window
+        if mb.unscaled_lrs is not None: self._unscale_lrs()
         mb.planned,mb.weighed,mb.backward,mb.backward_cancelled,mb.stepping,mb.step_cancelled = True,False,False,False,False,False
         mb.n = n = self.count_samples()
         mb.items = n if self.count_items is None else self._count_items(n)
@@ -290,9 +309,10 @@ class GradientAccumulation(Callback):
         "Rescale the window's gradient so that, with this micro-batch's, the step is the mean over the window's items"
         window = self.window
         total = window.items + self.mb.items
-        if self.world_size > 1 and (window.reduction == 'mean' or self._agreeing): total = self._sum_over_processes(total, self.learn.loss_grad.device)
+        if self.world_size > 1: total = self._sum_over_processes(total, self.learn.loss_grad.device)
         if window.reduction == 'mean' and not total:
             raise ValueError('`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. ' + _COUNT_ITEMS_FIX)
+        self.mb.window_items = total   # the window's items (over all processes), as the step averages over them
         factor = window.close(total, self.world_size)
         if factor != 1 and window.held:
             grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]
@@ -312,6 +332,7 @@ class GradientAccumulation(Callback):
         if self._manual_sync: self._average_gradients()
         mb.stepping = True
         if self._schedulers: self._set_step_hypers()
+        if self.lr_scale is not None: self._scale_lrs()
 
     def after_cancel_backward(self): self.mb.backward_cancelled = True
 
@@ -412,6 +433,16 @@ class GradientAccumulation(Callback):
         sizes = epoch_sizes(dl)
         if sizes is None or self.accum_items is not None: return None
         return plan_epoch(sizes, self._accum_bs or loader_bs(dl) or self.n_acc, self.drop_last).count(STEP)
+
+    def _scale_lrs(self):
+        "`lr_scale`: the step's learning rates, times `lr_factor`; the next micro-batch (or the epoch's end) gets them back"
+        opt,mb = self.learn.opt,self.mb
+        mb.unscaled_lrs,factor = [h['lr'] for h in opt.hypers],self.lr_factor(self.in_use)
+        opt.set_hyper('lr', [lr*factor for lr in mb.unscaled_lrs])
+
+    def _unscale_lrs(self):
+        self.learn.opt.set_hyper('lr', self.mb.unscaled_lrs)
+        self.mb.unscaled_lrs = None
 
     def _set_step_hypers(self):
         "Have fastai's schedulers set the hyper-parameters at the step's place in training (`LRFinder` counts steps)"

@@ -8,10 +8,11 @@ Docs: https://fastaccum.github.io/fastaccum/all.html.md"""
 __all__ = []
 
 # %% ../nbs/99_all.ipynb #45223050
-from . import window, accumulate, schedule
+from . import window, accumulate, schedule, noise
 from .window import *
 from .accumulate import *
 from .schedule import *
+from .noise import *
 
 # nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
-__all__ = window.__all__ + accumulate.__all__ + schedule.__all__
+__all__ = window.__all__ + accumulate.__all__ + schedule.__all__ + noise.__all__

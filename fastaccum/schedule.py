@@ -13,7 +13,7 @@ from fastai.callback.schedule import SchedCos
 from .window import *
 from .loaders import loader_bs
 from .checks import check_positive_int, check_bool
-from .accumulate import GradientAccumulation
+from .accumulate import GradientAccumulation, LR_SCALES
 from .integrations import wandb_log_with_next_step
 
 # %% auto #0
@@ -42,8 +42,6 @@ def _check_end(name, value):
         raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction of training; for an epoch index pass an int, e.g. {name}={int(value)}.')
 
 # %% ../nbs/11_schedule.ipynb #3507f8fb
-_LR_SCALES = {None: 0., 'linear': 1., 'sqrt': 0.5}
-
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose `accum_bs` follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
@@ -69,13 +67,12 @@ class GradientAccumulationSchedule(GradientAccumulation):
         elif not callable(schedule):
             raise ValueError(f'`schedule` must be callable as schedule(start_accum_bs, final_accum_bs)(pos), or a dict of milestones {{position: accum_bs}}, '
                              f'got {schedule!r}. Pass e.g. SchedCos, or {{0.25: 64, 0.5: 128}}.')
-        if lr_scale not in _LR_SCALES: raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {lr_scale!r}.")
         if check_bool('items', items) and count_items is None:
             raise ValueError('`items=True` counts items per step, so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
         super().__init__(start_accum_bs, micro_batch_size=micro_batch_size, log_accum_batch=log_accum_batch, drop_last=drop_last,
-                         warn_batchnorm=warn_batchnorm, count_items=count_items, accum_items=start_accum_bs if items else None)
-        store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,lr_scale,items')
-        self.history,self._unscaled_lrs = [],None
+                         warn_batchnorm=warn_batchnorm, count_items=count_items, accum_items=start_accum_bs if items else None, lr_scale=lr_scale)
+        store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,items')
+        self.history = []
 
     @property
     def name(self): return 'gradient_accumulation'   # `learn.gradient_accumulation`, as for `GradientAccumulation`
@@ -130,8 +127,8 @@ class GradientAccumulationSchedule(GradientAccumulation):
 
     def lr_factor(self, in_use:int, # The batch in use (samples, or items)
                  )->float:
-        "What `lr_scale` multiplies a step's learning rate by: `(in_use / the batch in use at the start)`, or its square root"
-        return (in_use/self.in_use_bs(self.start_accum_bs))**_LR_SCALES[self.lr_scale]
+        "What `lr_scale` multiplies a step's learning rate by: `(in_use / start_accum_bs in use)`, or its square root"
+        return (in_use/self.in_use_bs(self.start_accum_bs))**LR_SCALES[self.lr_scale]
 
     # -- the fit: the schedule and its records start when training starts (not at `validate`, which fires `before_fit` too)
     def before_fit(self):
@@ -160,38 +157,9 @@ class GradientAccumulationSchedule(GradientAccumulation):
         # `lr_find` measures the lr for `start_accum_bs`, the batch the lr you pass applies to
         return self.start_accum_bs if hasattr(self.learn, 'lr_finder') else self.scheduled_bs(pct)
 
-    @property
-    def in_use(self)->int:
-        "The batch in use: samples per step (`accum_bs`), or items with `items=True`"
-        return self.accum_items if self.items else self.accum_bs
-
     def step_position(self)->float:
         "The step's place in training: where its window started (`pct_train`, which counts micro-batches, so samples)"
         return self.mb.window_pct
-
-    # -- `lr_scale`: the step's lr, scaled; the next micro-batch gets the schedulers' value back
-    def before_batch(self):
-        if self._unscaled_lrs is not None: self._unscale_lrs()
-        super().before_batch()
-
-    def before_step(self):
-        super().before_step()   # raises `CancelBatchException` inside a window; sets the schedulers' lrs at the step
-        if self.lr_scale is not None:
-            opt = self.learn.opt
-            self._unscaled_lrs,factor = [h['lr'] for h in opt.hypers],self.lr_factor(self.in_use)
-            opt.set_hyper('lr', [lr*factor for lr in self._unscaled_lrs])
-
-    def _unscale_lrs(self):
-        self.learn.opt.set_hyper('lr', self._unscaled_lrs)
-        self._unscaled_lrs = None
-
-    def _release(self):
-        if self._unscaled_lrs is not None and self.learn is not None and self.learn.opt is not None: self._unscale_lrs()
-        super()._release()
-
-    def after_train(self):
-        if self._unscaled_lrs is not None: self._unscale_lrs()
-        super().after_train()
 
     def _close_window(self):
         self.history.append((self.mb.window_pct, self._scheduled, self.in_use))
