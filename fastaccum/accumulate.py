@@ -12,8 +12,6 @@ import torch
 from torch import nn
 from fastcore.basics import store_attr
 from fastai.callback.core import *
-from fastai.callback.core import _inner_loop
-from fastcore.xtras import modify_exception
 from fastai.callback.fp16 import MixedPrecision
 from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import bn_types
@@ -21,7 +19,7 @@ from fastai.torch_core import find_bs, find_device
 from .window import *
 from .loaders import epoch_sizes, loader_bs
 from .checks import check_positive_int, check_bool, check_count
-from .integrations import StepLoggers, fix_wandb_config, prepare_lr_finder, wandb_count_batch, wandb_time_window
+from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder, wandb_count_batch, wandb_time_window
 from .distributed import ddp_world_size, all_reduce_sum, all_reduce_sums, all_reduce_gradients, no_sync_model, fix_distributed_dl_broadcast
 from .microbatch import MicroBatcher, OutOfMemoryElsewhere, split_sizes
 
@@ -48,9 +46,6 @@ def _zero_loss(pred, # The model's output
     outputs = [t for t in _leaves(pred) if isinstance(t, torch.Tensor) and t.requires_grad]
     return sum(t.sum() for t in outputs)*0. if outputs else torch.nan_to_num(loss)*0.
 
-_BATCH_EVENTS = frozenset(_inner_loop)
-_CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException, CancelTrainException, CancelValidException)
-
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
 LR_SCALES = {None: 0., 'linear': 1., 'sqrt': 0.5}   # `lr_scale`: the power of the batch ratio
@@ -65,9 +60,9 @@ class _MicroBatch:
         self.final_chunk,self.chunk_offset,self.share = True,0,1.   # a whole loader batch, unless `micro_batch_size` splits it
         self.unscaled_lrs = None
 
-class GradientAccumulation(Callback):
+class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, accumulated over the loader's micro-batches"
-    order,run_valid = MixedPrecision.order-4,False
+    order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
     def __init__(self,
         accum_bs:int|None=None, # Samples per optimizer step, over all processes under DDP; `None`: `n_acc`, or with `micro_batch_size` the loader's batch
         n_acc:int=32, # fastai's name for the samples per step, used when `accum_bs` is `None`
@@ -134,18 +129,6 @@ class GradientAccumulation(Callback):
         # was passed to, or `remove_cb`): then nothing of an interrupted window may stay behind
         if name == 'learn' and self.__dict__.get('learn') is not None and value is not self.__dict__['learn']: self._release()
         super().__setattr__(name, value)
-
-    def __call__(self, event_name):
-        "fastai's event dispatch, made quick for the events of a batch, which run at every micro-batch"
-        # fastai calls every event on every callback, and looks up an event a callback does not define (and `training`)
-        # through the Learner and its model first: more time than this callback's own work at each micro-batch
-        if event_name not in _BATCH_EVENTS: return super().__call__(event_name)
-        method = getattr(type(self), event_name, None)
-        if method is None or not (self.run and self.run_train and self.learn.training): return None   # `run_valid` is False
-        try: return method(self)
-        except _CANCELS: raise
-        except Exception as e:
-            raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n\t{e.args[0] if e.args else e!r}', replace=True)
 
     # -- a fit: set up when training starts (fastai's validation and `get_preds` fire `before_fit` too, without an optimizer)
     def before_fit(self):

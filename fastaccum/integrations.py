@@ -10,9 +10,12 @@ import time
 from contextlib import contextmanager
 import fastai
 from packaging.version import Version
+from fastcore.xtras import modify_exception
+from fastai.callback.core import *
+from fastai.callback.core import _inner_loop
 
 # %% auto #0
-__all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'wandb_count_batch', 'wandb_time_window',
+__all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback', 'wandb_count_batch', 'wandb_time_window',
            'wandb_log_with_next_step', 'fix_wandb_config', 'prepare_lr_finder']
 
 # %% ../nbs/03_integrations.ipynb #3298768f
@@ -54,6 +57,22 @@ class StepLoggers:
         "Leave the callbacks as they were: running, and reading the Learner's `train_iter`"
         self.show()
         for cb in self.counters: cb.__dict__.pop('train_iter', None)
+
+# %% ../nbs/03_integrations.ipynb #b0c1d2e4
+_BATCH_EVENTS = frozenset(_inner_loop)
+_CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException, CancelTrainException, CancelValidException)
+
+class BatchCallback(Callback):
+    "A `Callback` (for training only) whose batch events are dispatched directly: fastai's dispatch, made quick for the events of every batch"
+    run_valid = False
+    def __call__(self, event_name):
+        if event_name not in _BATCH_EVENTS: return super().__call__(event_name)
+        method = getattr(type(self), event_name, None)
+        if method is None or not (self.run and self.run_train and self.learn.training): return None
+        try: return method(self)
+        except _CANCELS: raise
+        except Exception as e:
+            raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n\t{e.args[0] if e.args else e!r}', replace=True)
 
 # %% ../nbs/03_integrations.ipynb #0514826e
 def wandb_count_batch(wandb_cb, # fastai's `WandbCallback`

@@ -14,7 +14,7 @@ from fastai.callback.fp16 import MixedPrecision
 from fastai.learner import ValueMetric
 from .checks import check_positive_int, check_bool
 from .distributed import all_reduce_sums, is_fsdp
-from .integrations import wandb_log_with_next_step
+from .integrations import BatchCallback, wandb_log_with_next_step
 
 # %% auto #0
 __all__ = ['noise_scale_estimates', 'GradientNoiseScale']
@@ -33,12 +33,12 @@ def noise_scale_estimates(
     return grad_sqnorm,trace
 
 # %% ../nbs/13_noise_scale.ipynb #6a1b2c46
-class GradientNoiseScale(Callback):
+class GradientNoiseScale(BatchCallback):
     "Measure the gradient noise scale B_simple = tr(Σ)/|G|² at every optimizer step, from each micro-batch's gradient and the window's"
-    order,run_valid = MixedPrecision.order+0.5,False   # after `MixedPrecision` unscales the window's gradient, before `GradientClip` clips it
+    order = MixedPrecision.order+0.5   # after `MixedPrecision` unscales the window's gradient, before `GradientClip` clips it
     def __init__(self,
         beta:float=0.99, # Weight of the past in the moving averages of |G|² and tr(Σ) (each smoothed on its own)
-        every:bool=True, # Pair every micro-batch of a window with the window (True), or only its first
+        every:bool=False, # Pair only the window's first micro-batch with the window (no hooks: almost free), or every micro-batch (True: hooks on the parameters)
         adapt:bool=False, # Set `accum_bs` to the smoothed B_simple after each step, rounded to whole micro-batches
         min_bs:int|None=None, # With `adapt`: the least `accum_bs` (at least two micro-batches of every process, so that the window is still measured)
         max_bs:int|None=None, # With `adapt`: the largest `accum_bs` (default: no limit)
@@ -55,7 +55,7 @@ class GradientNoiseScale(Callback):
 
     def _reset(self):
         self._sqnorm_avg = self._trace_avg = 0.
-        self._pairs,self._norms = [],[]
+        self._pairs,self._grads = [],[]   # (emptied in place at every micro-batch: fastai checks every attribute a callback sets)
 
     @property
     def b_simple(self)->float:
@@ -82,11 +82,23 @@ class GradientNoiseScale(Callback):
                                              'accumulates: add one to the Learner.')
         if is_fsdp(learn.model): raise ValueError('GradientNoiseScale does not support FSDP: its gradients are sharded as each backward produces them.')
         self.params = [p for p in learn.model.parameters() if p.requires_grad]
-        self._hooks = [p.register_hook(self._keep) for p in self.params]
+        # under DDP the last micro-batch's all-reduce may write into these tensors before `after_backward`: each norm at once
+        # on the CPU a norm is read at once (that costs nothing there); on a GPU the norms are read once a step
+        self._on_cpu = self.params[0].device.type == 'cpu'
+        self._hooked_norms = self._on_cpu or self.ga.world_size > 1
+        # the first micro-batch of a window is added to a zero gradient: `.grad` is its gradient, and needs no hooks
+        if self.every: self._hooks = [p.register_hook(self._keep_norm if self._hooked_norms else self._keep) for p in self.params]
+        # looked up once: a missing attribute of a Learner is searched for through its model, slowly
+        self._scaler,self._wandb,self._tb = (getattr(learn, n, None) for n in ('scaler', 'wandb', 'tensor_board'))
 
     def _keep(self, grad):
-        "The micro-batch's own gradient of one parameter, before it is added to `.grad`"
-        self._norms.append(torch.linalg.vector_norm(grad, dtype=torch.float32))
+        "The micro-batch's own gradient of one parameter, before it is added to `.grad` (its norm is taken with the others')"
+        self._grads.append(grad)
+
+    def _keep_norm(self, grad):
+        "The micro-batch's own gradient of one parameter, before it is added to `.grad`: its norm"
+        norm = torch.linalg.vector_norm(grad, dtype=torch.float32)
+        self._grads.append(norm.item() if self._on_cpu else norm)
 
     def after_fit(self):
         "Stop watching, and take the Recorder's column back"
@@ -96,18 +108,28 @@ class GradientNoiseScale(Callback):
         self._column = None
 
     # -- each micro-batch, each step
-    def before_batch(self): self._norms = []
+    def before_batch(self): self._grads.clear()
 
     def after_backward(self):
         "Keep |g|² of the micro-batch, with its size and the factor its gradient carries"
-        ga,norms = self.ga,self._norms
-        if not norms or not ga.mb.weight or (self._pairs and not self.every): return
-        self._pairs.append((torch.stack(norms).square().sum(), ga.mb.items, ga.mb.weight))
+        ga,grads = self.ga,self._grads
+        if not ga.mb.weight: return
+        if not self.every:   # the window's first micro-batch only: its gradient is `.grad`
+            if ga.window.held or self._pairs: return
+            grads = [p.grad for p in self.params if p.grad is not None]
+        if not grads: return
+        self._pairs.append((self._squared_norm(grads if self._hooked_norms and self.every else torch._foreach_norm(grads)), ga.mb.items, ga.mb.weight))
+        self._grads.clear()
+
+    def _squared_norm(self, norms):
+        "The squared norm of a gradient, from its parameters' norms: a number on the CPU; on a GPU a tensor, read once a step"
+        if self._on_cpu: return sum((n if isinstance(n, float) else n.item())**2 for n in norms)
+        return torch.stack(norms).square().sum()
 
     def before_step(self):
         "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window, then smooth them"
-        pairs,self._pairs = self._pairs,[]
-        sqnorm,trace = self._estimate(pairs)
+        sqnorm,trace = self._estimate(self._pairs)
+        self._pairs.clear()
         if math.isfinite(sqnorm) and math.isfinite(trace):
             b = self.beta
             self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace
@@ -121,11 +143,12 @@ class GradientNoiseScale(Callback):
         big_n,summed = ga.mb.window_items,ga.window.reduction == 'sum'
         pairs = [(sq, n, w) for sq,n,w in pairs if n < big_n]   # a window of one micro-batch compares nothing
         if pairs:
-            scale = _loss_scale(self.learn)
-            big = torch.stack(torch._foreach_norm([p.grad for p in self.params if p.grad is not None])).square().sum()
-            values = torch.stack([big] + [sq/(w*scale)**2 for sq,_,w in pairs]).tolist()   # one read from the device a step
+            scale = self._scaler.get_scale() if self._scaler is not None and self._scaler.is_enabled() else 1.
+            values = [self._squared_norm(torch._foreach_norm([p.grad for p in self.params if p.grad is not None]))] + [sq for sq,*_ in pairs]
+            if not self._on_cpu: values = torch.stack(values).tolist()   # |G|², then each |g|², in one read from the device
             big_sq = values[0]/big_n**2 if summed else values[0]   # a summed loss's gradient is the sum: the mean is /N
-            estimates = [noise_scale_estimates(small/n**2 if summed else small, n, big_sq, big_n) for small,(_,n,_) in zip(values[1:], pairs)]
+            smalls = [sq/(w*scale)**2/(n**2 if summed else 1) for sq,(_,n,w) in zip(values[1:], pairs)]
+            estimates = [noise_scale_estimates(small, n, big_sq, big_n) for small,(_,n,_) in zip(smalls, pairs)]
             totals = [sum(e[0] for e in estimates), sum(e[1] for e in estimates), len(estimates)]
         else: totals = [0., 0., 0]
         if ga.world_size > 1: totals = all_reduce_sums(totals, self.params[0].device)
@@ -133,7 +156,7 @@ class GradientNoiseScale(Callback):
 
     def _log(self):
         "`b_simple` beside the step's row in W&B, and on TensorBoard's step axis"
-        wandb,tb = getattr(self.learn, 'wandb', None),getattr(self.learn, 'tensor_board', None)
+        wandb,tb = self._wandb,self._tb
         if wandb is not None and getattr(wandb, 'run', None) is not None: wandb_log_with_next_step(wandb, b_simple=self.b_simple)
         if tb is not None and getattr(tb, 'writer', None) is not None: tb.writer.add_scalar('b_simple', self.b_simple, self.learn.train_iter)
 
@@ -145,11 +168,6 @@ class GradientNoiseScale(Callback):
         value = int(min(max(round(self.b_simple/unit)*unit, lo), hi))
         if ga.by_items: ga.accum_items = value
         else: ga.accum_bs = max(2*unit, value - value % unit)
-
-def _loss_scale(learn):
-    "The `GradScaler`'s loss scale the micro-batches' gradients carry (1 without one)"
-    scaler = getattr(learn, 'scaler', None)
-    return scaler.get_scale() if scaler is not None and scaler.is_enabled() else 1.
 
 # %% ../nbs/13_noise_scale.ipynb #6a1b2c51
 @patch
