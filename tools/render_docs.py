@@ -1,77 +1,175 @@
-"""Render the notebooks to a static HTML site in `_site/`, without Quarto (which cannot be installed here).
+"""The docs site in `_site/`, built without Quarto (which cannot be installed here), and its reader's check.
 
-    python tools/render_docs.py            # build _site/ (open _site/index.html)
-    python tools/render_docs.py --check    # build, then open every page in headless Chromium and check it
+    python tools/render_docs.py                  # build _site/ from the notebooks' saved outputs (open _site/index.html)
+    python tools/render_docs.py --execute [NB]   # first run the pages (all, or those named) in a Jupyter kernel, saving outputs
+    python tools/render_docs.py --check          # build, then open every page in headless Chromium and check it
 
-The site is built the way nbdev builds the Quarto one: `nbdev-proc-nbs` processes the notebooks into `_proc/`
-(it runs the `show_doc` cells into API sections and applies the cell directives), then each processed notebook
-becomes one page, named as nbdev names it (`01_accumulate.ipynb` -> `accumulate.html`), with its saved outputs
-(plots included: notebooks are committed executed, as in any nbdev project; refresh them with
-`nbdev-test --save`). The GitHub deploy workflow builds the real Quarto site from the same notebooks.
+`bash tools/docs.sh` runs this in the project's environment, set up first.
 
-`--check` is the reader's test: each page must show its title and API sections, its plots, and no error
-output; a screenshot of each goes to `_site/screenshots/`. Without Chromium it says so and exits 0 (skipped).
+Outputs. The pages show the outputs saved in the notebooks, as Quarto does on the published site. `--execute`
+runs each page with nbclient in an ipykernel kernel, so fastai's progress and results are saved as the HTML tables
+docs.fast.ai shows (not console frames), then cleans the notebook with nbdev-clean. The vision recipe runs in
+`.venv-vision` (torchvision; `tools/setup_vision.sh`); cells flagged `cuda` are left unrun on a machine without a
+GPU. `tools/executed.json` records a hash of each page's code as it was run: the check fails on a page whose code
+changed since, so outputs cannot go stale unnoticed.
+
+Pages. nbdev processes the notebooks as for Quarto (`proc_nbs`: `show_doc` sections, cell directives, hidden
+cells removed); each page of `nbs/sidebar.yml` becomes one HTML page named as nbdev names it
+(`10_accumulate.ipynb` -> `accumulate.html`), with the sidebar's sections as navigation. The GitHub deploy
+workflow builds the real Quarto site from the same notebooks and the same sidebar.
+
+`--check` is the reader's test. In headless Chromium (over its DevTools protocol), each page must show a title,
+its API sections as docs.fast.ai does (only user-facing names; a class as `class`; a table row for every
+parameter), its plots, and working links; and nowhere: error output, stderr (warnings, logger complaints),
+progress-bar frames, training tables as text, machine paths, long or mixed number formats, or more than one
+visible line in ten an assertion. The navigation must be the sidebar's reading order, with no internal pages.
+A full-page screenshot of each page goes to `_site/screenshots/`.
 """
-import argparse, json, re, shutil, subprocess, sys, tempfile
+import argparse, hashlib, html, importlib, inspect, json, os, re, shutil, socket, subprocess, sys, tempfile, time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
-site, proc = root/'_site', root/'_proc'
+nbs_dir, site, proc = root/'nbs', root/'_site', root/'_proc'
+record = root/'tools'/'executed.json'
 SITE_URL = 'https://fastaccum.github.io/fastaccum/'
+SKIP_FLAGS = {'cuda'}   # cells that need hardware this machine may lack: left unrun by --execute
 
-# What a reader must find on each page: API names (show_doc sections) and the least number of plots.
+# What a reader must find on each page: its API sections (user-facing names only; any other is an error) and
+# the least number of plots. Pages not listed have neither.
 EXPECTED = {
-    'index.html': dict(api=[], plots=0),
-    'window.html': dict(api=['AccumWindow', 'plan_epoch'], plots=0),
-    'loaders.html': dict(api=['epoch_sizes', 'loader_bs'], plots=0),
-    'checks.html': dict(api=['check_positive_int', 'check_count'], plots=0),
-    'accumulate.html': dict(api=['GradientAccumulation'], plots=0),
-    'schedule.html': dict(api=['GradientAccumulationSchedule', 'GradientAccumulationSchedule.plot_schedule'], plots=2),
-    'integrations.html': dict(api=['fix_wandb_config', 'StepLoggers'], plots=1),
-    'reliability.html': dict(api=[], plots=0),
-    'items.html': dict(api=[], plots=0),
-    'lm_tutorial.html': dict(api=[], plots=3),
-    'demo.html': dict(api=['run_demo', 'digits_dls'], plots=1),
-    'distributed.html': dict(api=['fix_distributed_dl_broadcast', 'ddp_world_size'], plots=0),
-    'faq.html': dict(api=[], plots=0),
-    'benchmarks.html': dict(api=['run_benchmarks', 'speed_table', 'exactness_table', 'memory_table'], plots=3),
-    'testing.html': dict(api=['reference_fit', 'synth_learner'], plots=0),
-    'all.html': dict(api=[], plots=0),
+    'index.ipynb': dict(plots=1),
+    '01_tutorial.ipynb': dict(plots=4),
+    '02_recipes.ipynb': dict(plots=1),
+    '03_vision.ipynb': dict(plots=1),
+    '10_accumulate.ipynb': dict(api=['GradientAccumulation', 'GradientAccumulation.count_samples',
+                                     'GradientAccumulation.step_position', 'loss_reduction']),
+    '12_schedule.ipynb': dict(api=['GradientAccumulationSchedule', 'GradientAccumulationSchedule.scheduled_bs',
+                                   'GradientAccumulationSchedule.in_use_bs', 'GradientAccumulationSchedule.preview',
+                                   'GradientAccumulationSchedule.plot_schedule'], plots=2),
+    '13_micro_batch.ipynb': dict(api=['split_sizes', 'slice_batch', 'is_out_of_memory', 'OutOfMemoryElsewhere']),
+    '14_noise_scale.ipynb': dict(api=['GradientNoiseScale', 'noise_scale_estimates', 'GradientNoiseScale.plot_gns'], plots=1),
+    '20_integrations.ipynb': dict(api=['BatchCallback', 'StepLoggers'], plots=1),
+    '21_distributed.ipynb': dict(api=['ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'no_sync_model', 'is_fsdp',
+                                      'fix_distributed_dl_broadcast']),
+    '31_benchmarks.ipynb': dict(plots=3),
+    '40_window.ipynb': dict(api=['AccumWindow', 'AccumWindow.plan', 'AccumWindow.weight', 'AccumWindow.close',
+                                 'AccumWindow.add', 'AccumWindow.mean_loss', 'plan_epoch']),
 }
 
+
+# ---------------------------------------------------------------- pages and their order
+def sidebar():
+    "[(section or None, notebook name)] in reading order, from nbs/sidebar.yml"
+    import yaml
+    pages = []
+    def walk(items, section):
+        for item in items:
+            if isinstance(item, str): pages.append((section, item))
+            else: walk(item['contents'], item['section'])
+    walk(yaml.safe_load((nbs_dir/'sidebar.yml').read_text())['website']['sidebar']['contents'], None)
+    return pages
+
+
+def page_name(nb_name):
+    "The HTML page nbdev and Quarto make of a notebook: `10_accumulate.ipynb` -> `accumulate.html`"
+    return re.sub(r'^\d+[a-z]?_', '', Path(nb_name).stem) + '.html'
+
+
+def directives(src):
+    "A code cell's `#|` directives, as {name: value}"
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r'^#\|\s*([\w-]+):?(.*)$', src, flags=re.M)}
+
+
+def code_hash(nb):
+    "What a page's outputs depend on: its code cells"
+    code = '\n#-----\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code')
+    return hashlib.sha1(code.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- --execute
+def skipped(src):
+    d = directives(src)
+    return bool(SKIP_FLAGS & set(d)) or d.get('eval', '').lower() == 'false'
+
+
+def execute_one(path):
+    "Run one notebook in a Jupyter kernel of this interpreter and save its outputs (runs in that notebook's environment)"
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(path, as_version=4)
+    run = nbformat.from_dict(json.loads(json.dumps(nb)))
+    for c in run.cells:   # cells this machine cannot run stay in the notebook, unrun
+        if c.cell_type == 'code' and skipped(c.source): c.cell_type = 'raw'; c.pop('outputs'); c.pop('execution_count')
+    NotebookClient(run, timeout=900, kernel_name='python3', resources={'metadata': {'path': str(path.parent)}}).execute()
+    for original, ran in zip(nb.cells, run.cells):
+        if original.cell_type == 'code':
+            original.outputs = ran.get('outputs', [])
+            original.execution_count = ran.get('execution_count')
+            for o in original.outputs: o.get('metadata', {}).clear()
+    nbformat.write(nb, path)
+
+
+def interpreter(path):
+    "The environment a notebook runs in: .venv-vision for the vision recipe (torchvision), else this one"
+    vision = any('vision' in directives(''.join(c['source'])) for c in json.loads(path.read_text())['cells'] if c['cell_type'] == 'code')
+    if not vision: return sys.executable
+    subprocess.run(['bash', str(root/'tools'/'setup_vision.sh')], check=True)
+    return str(root/'.venv-vision'/'bin'/'python')
+
+
+def execute(names):
+    "Run the named pages (two at a time), clean them with nbdev, and record what code their outputs come from"
+    paths = [nbs_dir/n for n in names]
+    env = dict(os.environ, OMP_NUM_THREADS='1', WANDB_MODE='offline', WANDB_SILENT='true', PYTHONHASHSEED='0')
+    def run(path):
+        start = time.time()
+        res = subprocess.run([interpreter(path), __file__, '--execute-one', str(path)], env=env, capture_output=True, text=True)
+        return path, res, time.time()-start
+    failed = []
+    with ThreadPoolExecutor(2) as pool:
+        for path, res, secs in pool.map(run, paths):
+            print(f'{"ran   " if res.returncode == 0 else "FAILED"} {path.name} ({secs:.0f} s)', flush=True)
+            if res.returncode: failed.append(path.name); print(res.stderr[-3000:])
+    subprocess.run([str(Path(sys.executable).parent/'nbdev-clean')], cwd=root, check=True)
+    hashes = json.loads(record.read_text()) if record.exists() else {}
+    for path in paths:
+        if path.name not in failed: hashes[path.name] = code_hash(json.loads(path.read_text()))
+    record.write_text(json.dumps(dict(sorted(hashes.items())), indent=1) + '\n')
+    if failed: sys.exit(f'these pages failed to run: {failed}')
+
+
+# ---------------------------------------------------------------- build
 CSS = '''<style>
 body { margin: 0; }
-#fa-nav { position: fixed; top: 0; left: 0; width: 230px; height: 100%; overflow-y: auto; padding: 16px;
-          box-sizing: border-box; background: #f6f8fa; border-right: 1px solid #ddd; font: 14px sans-serif; }
-#fa-nav a { display: block; padding: 4px 0; color: #0366d6; text-decoration: none; }
-#fa-nav a.current { font-weight: bold; color: #000; }
-#fa-main { margin-left: 250px; max-width: 1000px; padding: 8px 16px; }
+#fa-top { position: fixed; top: 0; left: 0; right: 0; height: 48px; background: #2780e3; color: white; z-index: 10;
+          font: 600 20px/48px -apple-system, "Segoe UI", Roboto, sans-serif; padding-left: 20px; }
+#fa-top a { color: white; text-decoration: none; }
+#fa-nav { position: fixed; top: 48px; left: 0; width: 250px; bottom: 0; overflow-y: auto; padding: 16px;
+          box-sizing: border-box; background: #f8f9fa; border-right: 1px solid #e3e3e3;
+          font: 14px -apple-system, "Segoe UI", Roboto, sans-serif; }
+#fa-nav .section { margin: 14px 0 4px; font-weight: 600; color: #555; }
+#fa-nav a { display: block; padding: 3px 0 3px 8px; color: #2780e3; text-decoration: none; }
+#fa-nav a.current { font-weight: 600; color: #000; border-left: 2px solid #2780e3; }
+#fa-main { margin: 48px 0 0 270px; max-width: 1050px; padding: 8px 24px 40px; }
+.jp-RenderedHTMLCommon table { font-size: 13px; }
 </style>'''
 
 
 def frontmatter(nb):
-    "Title, description and output file from the raw YAML cell nbdev puts first"
-    raw = next((c for c in nb['cells'] if c['cell_type'] == 'raw'), None)
-    meta = {}
-    if raw is not None:
-        text = ''.join(raw['source'])
-        for key in ('title', 'description', 'output-file'):
-            m = re.search(rf"^{key}: ('?)(.*?)\1\s*$", text, flags=re.M | re.S) if key != 'description' else \
-                re.search(r"^description: (.*?)\n(?=\S|$)", text, flags=re.M | re.S)
-            if m: meta[key] = (m.group(2) if key != 'description' else m.group(1)).strip().strip("'").replace('\n  ', ' ')
-        nb['cells'].remove(raw)
-    return meta
-
-
-def page_name(nb_path, meta):
-    return meta.get('output-file') or re.sub(r'^\d+[a-z]?_', '', nb_path.stem) + '.html'
+    "Title and description from the raw YAML cell nbdev puts first (removed from the cells)"
+    import yaml
+    raw = next((c for c in nb['cells'] if c['cell_type'] == 'raw' and ''.join(c['source']).startswith('---')), None)
+    if raw is None: return {}
+    nb['cells'].remove(raw)
+    return yaml.safe_load(''.join(raw['source']).strip().strip('-')) or {}
 
 
 def local_links(text, names):
-    "Point links at notebooks and at the deployed site to the local pages"
+    "Point links to notebooks, and to the published site, at the local pages"
     text = text.replace(SITE_URL, '')
     text = re.sub(r'\{target="_blank"[^}]*\}', '', text)            # Quarto-only link attributes
-    return re.sub(r'([\w.-]+)\.ipynb', lambda m: names.get(m.group(1), m.group(0)), text)
+    return re.sub(r'([\w./-]+)\.ipynb', lambda m: names.get(Path(m.group(1)).name, m.group(0)), text)
 
 
 def prepare(nb, meta, names):
@@ -83,108 +181,265 @@ def prepare(nb, meta, names):
     for c in nb['cells']:
         src = ''.join(c['source'])
         c['metadata'] = {}   # nbdev's processing leaves timings there that nbformat's schema refuses
-        if c['cell_type'] == 'markdown':
-            c['source'] = local_links(src, names)
+        if c['cell_type'] == 'markdown': c['source'] = local_links(src, names)
         elif c['cell_type'] == 'code':
-            directives = [l for l in src.splitlines() if l.startswith('#|')]
+            d = directives(src)
             c['source'] = '\n'.join(l for l in src.splitlines() if not l.startswith('#|')).strip()
-            if any('echo: false' in d for d in directives): c.setdefault('metadata', {})['tags'] = ['remove_input']
+            if d.get('echo', '').lower() == 'false': c['metadata']['tags'] = ['remove_input']
+            if d.get('output', '').lower() == 'false': c['outputs'] = []
             for o in c.get('outputs', []):
                 if 'text/markdown' in o.get('data', {}):
                     md = o['data']['text/markdown']
                     o['data'] = {'text/markdown': local_links(''.join(md) if isinstance(md, list) else md, names)}
+            if not c['source'] and not c.get('outputs'): continue
+        elif c['cell_type'] == 'raw': continue
         cells.append(c)
     nb['cells'] = cells
     return nb
 
 
+def nav_html(pages, current):
+    out, last = ['<nav id="fa-nav">'], None
+    for section, nb_name, title in pages:
+        if section != last and section: out.append(f'<div class="section">{html.escape(section)}</div>')
+        last = section
+        name = page_name(nb_name)
+        out.append(f'<a href="{name}"{" class=current" if name == current else ""}>{html.escape(title)}</a>')
+    return ''.join(out) + '</nav>'
+
+
 def build():
-    "Process the notebooks with nbdev and write one HTML page each into `_site/`"
+    "Process the notebooks with nbdev, and write one HTML page per sidebar entry into `_site/`"
     import nbformat
     from nbconvert import HTMLExporter
     from traitlets.config import Config
-    res = subprocess.run([str(Path(sys.executable).parent/'nbdev-proc-nbs'), '--force'], cwd=root, capture_output=True, text=True)
-    if res.returncode: sys.exit(f'nbdev-proc-nbs failed:\n{res.stdout}{res.stderr}')
+    res = subprocess.run([sys.executable, '-c', 'from nbdev.serve import proc_nbs; proc_nbs(force=True, n_workers=2)'],
+                         cwd=root, capture_output=True, text=True, env=dict(os.environ, WANDB_MODE='offline', WANDB_SILENT='true'))
+    missing = [n for _, n in sidebar() if not (proc/n).exists()]
+    if res.returncode or missing: sys.exit(f'nbdev could not process the notebooks {missing}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}')
     if site.exists(): shutil.rmtree(site)
     site.mkdir()
-    for asset in (root/'nbs').iterdir():   # images and other files the pages link to (e.g. nbs/bench/*.png)
-        if asset.is_dir() and not asset.name.startswith(('.', '_')): shutil.copytree(asset, site/asset.name)
-    nbs = sorted(proc.glob('*.ipynb'), key=lambda p: (p.stem != 'index', p.stem))
-    pages = []
-    for path in nbs:
-        nb = json.loads(path.read_text())
+    loaded = []
+    for section, nb_name in sidebar():
+        nb = json.loads((proc/nb_name).read_text())
         meta = frontmatter(nb)
-        pages.append((path, nb, meta, page_name(path, meta)))
-    names = {p.stem: name for p, _, _, name in pages}
+        loaded.append((section, nb_name, nb, meta))
+    names = {Path(n).stem: page_name(n) for _, n, _, _ in loaded}
+    pages = [(s, n, m.get('title') or Path(n).stem) for s, n, _, m in loaded]
     config = Config()
     config.TagRemovePreprocessor.remove_input_tags = ('remove_input',)
     config.TagRemovePreprocessor.enabled = True
     config.HTMLExporter.exclude_input_prompt = config.HTMLExporter.exclude_output_prompt = True
     exporter = HTMLExporter(config=config, template_name='lab')
-    nav_items = [(name, meta.get('title') or name) for _, _, meta, name in pages]
-    for path, nb, meta, name in pages:
+    for section, nb_name, nb, meta in loaded:
+        name = page_name(nb_name)
         body, _ = exporter.from_notebook_node(nbformat.from_dict(prepare(nb, meta, names)))
-        nav = '<nav id="fa-nav"><b>fastaccum</b>' + ''.join(
-            f'<a href="{n}"{" class=current" if n == name else ""}>{t}</a>' for n, t in nav_items) + '</nav>'
-        body = body.replace('</head>', CSS + '</head>', 1)
-        body = re.sub(r'(<body[^>]*>)', r'\1' + nav.replace('\\', r'\\') + '<div id="fa-main">', body, count=1)
+        chrome = f'<div id="fa-top"><a href="index.html">fastaccum</a></div>{nav_html(pages, name)}<div id="fa-main">'
+        body = body.replace('</head>', CSS + f'<title>{html.escape(meta.get("title", ""))} – fastaccum</title></head>', 1)
+        body = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + chrome, body, count=1)
         body = body.replace('</body>', '</div></body>', 1)
         (site/name).write_text(body)
-    return [name for *_, name in pages]
+    return [(nb_name, page_name(nb_name)) for _, nb_name, _, _ in loaded]
 
 
+# ---------------------------------------------------------------- --check, in Chromium over its DevTools protocol
 def chromium():
     return shutil.which('chromium') or shutil.which('chromium-browser')
 
 
-def browse(page, shot=None):
-    "The DOM of `page` after headless Chromium rendered it, and optionally a screenshot"
-    flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-             '--disable-sync', '--no-first-run', '--disable-quic', '--hide-scrollbars']
-    with tempfile.TemporaryDirectory() as profile:
-        args = [chromium(), *flags, f'--user-data-dir={profile}']
-        url = (site/page).as_uri()
-        if shot: subprocess.run(args + [f'--screenshot={shot}', '--window-size=1280,1600', url], capture_output=True, timeout=120)
-        return subprocess.run(args + ['--dump-dom', url], capture_output=True, text=True, timeout=120).stdout
+class Browser:
+    "Headless Chromium, driven over the DevTools protocol: load a page, read its DOM, take a full-page screenshot"
+    def __init__(self):
+        from websockets.sync.client import connect
+        with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
+        self.profile = tempfile.mkdtemp()
+        flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+                 '--disable-sync', '--no-first-run', '--hide-scrollbars', f'--remote-debugging-port={port}',
+                 f'--user-data-dir={self.profile}', '--window-size=1280,900', 'about:blank']
+        self.proc = subprocess.Popen([chromium(), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        from urllib.request import urlopen
+        for _ in range(100):
+            try: targets = json.loads(urlopen(f'http://127.0.0.1:{port}/json/list').read()); break
+            except OSError: time.sleep(0.2)
+        else: raise RuntimeError('Chromium did not start')
+        page = next(t for t in targets if t['type'] == 'page')
+        self.ws, self.n = connect(page['webSocketDebuggerUrl'], max_size=None).__enter__(), 0
+        self.call('Page.enable')
+
+    def call(self, method, **params):
+        self.n += 1
+        self.ws.send(json.dumps(dict(id=self.n, method=method, params=params)))
+        while True:
+            msg = json.loads(self.ws.recv(timeout=120))
+            if msg.get('id') == self.n:
+                if 'error' in msg: raise RuntimeError(f'{method}: {msg["error"]}')
+                return msg.get('result', {})
+
+    def open(self, url):
+        self.call('Page.navigate', url=url)
+        for _ in range(200):   # until the page has loaded
+            if self.js('document.readyState') == 'complete': break
+            time.sleep(0.05)
+        time.sleep(0.3)
+
+    def js(self, expr):
+        return self.call('Runtime.evaluate', expression=expr, returnByValue=True)['result'].get('value')
+
+    def screenshot(self, path):
+        import base64
+        data = self.call('Page.captureScreenshot', format='png', captureBeyondViewport=True,
+                         clip=dict(x=0, y=0, width=1280, height=min(self.js('document.body.scrollHeight'), 30000), scale=1))['data']
+        Path(path).write_bytes(base64.b64decode(data))
+
+    def close(self):
+        self.ws.close(); self.proc.kill(); self.proc.wait(); shutil.rmtree(self.profile, ignore_errors=True)
+
+
+# What the page's JavaScript reads off the rendered DOM
+PAGE_FACTS = r'''(() => {
+  const text = e => e.innerText;
+  const outputs = [...document.querySelectorAll('.jp-OutputArea-output')];
+  const api = [...document.querySelectorAll('.jp-OutputArea-output h3, .jp-OutputArea-output h4')].map(h => {
+    const out = h.closest('.jp-OutputArea-output');
+    const pre = out.querySelector('pre'), table = out.querySelector('table');
+    return {name: h.innerText.replace(/¶/g, '').trim(), signature: pre ? pre.innerText : '',
+            rows: table ? [...table.querySelectorAll('tbody tr')].map(r => r.cells[0].innerText.trim()) : null};
+  });
+  return {
+    title: [...document.querySelectorAll('h1')].map(text),
+    nav: [...document.querySelectorAll('#fa-nav a')].map(a => a.getAttribute('href')),
+    links: [...document.querySelectorAll('#fa-main a[href]')].map(a => a.getAttribute('href')),
+    images: [...document.querySelectorAll('#fa-main img')].map(i => ({src: i.getAttribute('src').slice(0, 40), ok: i.complete && i.naturalWidth > 0})),
+    code: [...document.querySelectorAll('.jp-InputArea-editor')].map(text),
+    stderr: outputs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr').map(text),
+    outputs: outputs.map(text),
+    pre_outputs: outputs.filter(o => o.querySelector('pre')).map(text),
+    tables: [...document.querySelectorAll('.jp-OutputArea-output table')].filter(t => !t.closest('.jp-OutputArea-output').querySelector('h3, h4'))
+              .map(t => [...t.querySelectorAll('tbody tr')].map(r => [...r.cells].map(text))),
+    api: api,
+  };
+})()'''
+
+PROBLEM_TEXT = [   # in any output: (pattern, what it is)
+    (r'Traceback \(most recent call last\)|\w+Error: ', 'error output'),
+    (r'Warning\b|warnings\.warn|<ipython-input|/ipykernel_\d+/', 'a warning'),
+    (r'Could not gather|could not log|shadowing an attribute|wandb: ', 'a logger complaint'),
+    (r'█|\r|Epoch \d+/\d+ :|\|-{5,}', 'progress-bar frames'),
+    (r'(/work/|/tmp/|/home/|/root/|/usr/|/opt/|site-packages|\.venv)', 'a machine path'),
+]
+ASSERTION = re.compile(r'^\s*(assert\b|test_\w+\(|test_fail\b)')
+
+
+def resolve(name):
+    "The object a show_doc heading documents"
+    import fastaccum
+    mods = [importlib.import_module(f'fastaccum.{m}') for m in fastaccum.__dict__.get('__modules__', [])] or \
+           [importlib.import_module(f'fastaccum.{p.stem}') for p in (root/'fastaccum').glob('[a-z]*.py')]
+    head, *rest = name.split('.')
+    for m in mods:
+        if hasattr(m, head):
+            obj = getattr(m, head)
+            for r in rest: obj = getattr(obj, r)
+            return obj
+
+
+def parameters(obj):
+    if not callable(obj): return None
+    try: sig = inspect.signature(obj)
+    except (TypeError, ValueError): return None
+    return [p for p in sig.parameters if p not in ('self', 'cls')]
+
+
+def number_problems(table):
+    "Long numbers, and columns that mix formats or print integers as floats"
+    problems, columns = [], list(zip(*[r for r in table if r])) if table else []
+    for col in columns:
+        cells = [c.strip() for c in col]
+        nums = [c for c in cells if re.fullmatch(r'-?[\d.]+(e[-+]?\d+)?%?', c)]
+        long = [c for c in nums if re.search(r'\.\d{7,}', c)]
+        if long: problems.append(f'long numbers {long[:2]}')
+        sci = [c for c in nums if 'e' in c]
+        if sci and len(sci) < len(nums): problems.append(f'a column mixes {sci[0]} with {next(c for c in nums if "e" not in c)}')
+        if len(nums) > 1 and all(re.fullmatch(r'-?\d+\.0+', c) for c in nums): problems.append(f'integers printed as {nums[0]}')
+    return problems
+
+
+def check_page(browser, nb_name, name, nav_expected):
+    facts = browser.js(PAGE_FACTS)
+    problems, want = [], EXPECTED.get(nb_name, {})
+    if not facts['title']: problems.append('no title')
+    if facts['nav'] != nav_expected: problems.append(f'navigation {facts["nav"]} is not the reading order {nav_expected}')
+    # API sections: user-facing names only, classes as classes, every parameter in a table
+    found = [a['name'] for a in facts['api']]
+    for api in want.get('api', []):
+        if api not in found: problems.append(f'no API section for {api}')
+    for a in facts['api']:
+        if a['name'] not in want.get('api', []): problems.append(f'an API section for {a["name"]}, not a user-facing name of this page'); continue
+        obj = resolve(a['name'])
+        short = a['name'].split('.')[-1]
+        if inspect.isclass(obj) and not a['signature'].startswith(f'class {short}('): problems.append(f'{a["name"]} is not shown as a class: {a["signature"][:60]!r}')
+        params = parameters(obj)
+        if params:
+            missing = [p for p in params if p not in (a['rows'] or [])]
+            if missing: problems.append(f'{a["name"]}: no table row for {missing}')
+    # outputs
+    for out in facts['stderr']: problems.append(f'stderr output: {out[:120]!r}')
+    for out in facts['outputs']:
+        for pattern, what in PROBLEM_TEXT:
+            m = re.search(pattern, out)
+            if m: problems.append(f'{what} in an output: ...{out[max(0, m.start()-60):m.end()+60]!r}...')
+    for out in facts['pre_outputs']:
+        if re.search(r'train_loss\s+valid_loss', out): problems.append(f'a training table as text: {out[:80]!r}')
+    for table in facts['tables']:
+        problems += [f'table numbers: {p}' for p in number_problems(table)]
+    # code a reader sees: how to use the library, not tests
+    lines = [l for block in facts['code'] for l in block.splitlines() if l.strip() and not l.strip().startswith('#')]
+    asserts = [l for l in lines if ASSERTION.match(l)]
+    if lines and len(asserts) > max(1, len(lines)//10): problems.append(f'{len(asserts)} of {len(lines)} visible code lines are assertions (at most one in ten)')
+    # plots and links
+    broken = [i['src'] for i in facts['images'] if not i['ok']]
+    if broken: problems.append(f'images that do not load: {broken}')
+    if len(facts['images']) < want.get('plots', 0): problems.append(f'{len(facts["images"])} plots, expected at least {want["plots"]}')
+    for href in facts['links']:
+        if href.startswith(('http', 'mailto:')) : continue
+        target = href.split('#')[0]
+        if target.endswith('.ipynb') or (target and not (site/target).exists()): problems.append(f'a broken link: {href}')
+    return [f'{name}: {p}' for p in dict.fromkeys(problems)]
 
 
 def check(pages):
     "Open each page as a reader would; return the problems found"
     problems, shots = [], site/'screenshots'
     shots.mkdir(exist_ok=True)
-    missing = sorted(set(EXPECTED) - set(pages))
-    if missing: problems.append(f'pages missing from the site: {missing}')
-    for page in pages:
-        dom = browse(page, shots/page.replace('.html', '.png'))
-        text = re.sub(r'<[^>]+>', ' ', dom)
-        want = EXPECTED.get(page, dict(api=[], plots=0))
-        if '<h1' not in dom: problems.append(f'{page}: no title')
-        for api in want['api']:
-            # a show_doc section: a heading holding the name (nbconvert adds an anchor link after it)
-            if not re.search(rf'<h[2-4][^>]*>\s*{re.escape(api)}\s*(<a class="anchor-link"[^>]*>[^<]*</a>)?\s*</h[2-4]>', dom):
-                problems.append(f'{page}: no API section for {api}')
-        images = re.findall(r'<img[^>]+src="([^"]+)"', dom)
-        broken = [src for src in images if not src.startswith('data:') and not (site/src).exists()]
-        if broken: problems.append(f'{page}: images that do not load: {broken}')
-        plots = len([src for src in images if src.startswith('data:image/png') or src.endswith('.png')])
-        if plots < want['plots']: problems.append(f'{page}: {plots} plots, expected at least {want["plots"]}')
-        for bad in ('Traceback (most recent call last)', 'Error in ', 'NameError', 'AssertionError'):
-            if bad in text: problems.append(f'{page}: error output ({bad!r})')
-        if not (shots/page.replace('.html', '.png')).exists(): problems.append(f'{page}: no screenshot')
+    hashes = json.loads(record.read_text()) if record.exists() else {}
+    internal = [n for n, _ in pages if '/' in n]   # internals/ and tests/ hold no pages
+    if internal: problems.append(f'internal pages on the site: {internal}')
+    for nb_name, _ in pages:
+        if hashes.get(nb_name) != code_hash(json.loads((nbs_dir/nb_name).read_text())):
+            problems.append(f'{nb_name}: its saved outputs are not from its current code: run `bash tools/docs.sh --execute nbs/{nb_name}`')
+    nav_expected = [name for _, name in pages]
+    browser = Browser()
+    try:
+        for nb_name, name in pages:
+            browser.open((site/name).as_uri())
+            problems += check_page(browser, nb_name, name, nav_expected)
+            browser.screenshot(shots/name.replace('.html', '.png'))
+    finally: browser.close()
     return problems
 
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--execute', nargs='*', metavar='NB', help='run these pages (default: all) in a Jupyter kernel first, saving their outputs')
+    ap.add_argument('--execute-one', help=argparse.SUPPRESS)
     ap.add_argument('--check', action='store_true', help='open every page in headless Chromium and check it')
     args = ap.parse_args()
-    if args.check and not chromium():
-        print('SKIP docs site: Chromium is not installed (apt-get install chromium); the site was not checked')
-        sys.exit(0)
+    if args.execute_one: execute_one(Path(args.execute_one)); sys.exit(0)
+    if args.execute is not None: execute([Path(n).name for n in args.execute] or [n for _, n in sidebar()])
+    if args.check and not chromium(): sys.exit('Chromium is not installed (apt-get install chromium): the site cannot be checked')
     pages = build()
     print(f'built {len(pages)} pages in {site}')
     if args.check:
         problems = check(pages)
-        print('\n'.join(problems) if problems else f'all {len(pages)} pages show their API sections and plots, and no errors; '
-                                                   f'screenshots in {site/"screenshots"}')
+        print('\n'.join(problems) if problems else f'all {len(pages)} pages read as they should; screenshots in {site/"screenshots"}')
         sys.exit(1 if problems else 0)
