@@ -355,7 +355,7 @@ class GradientAccumulation(BatchCallback):
                 self.learn.loss = window.mean_loss()
                 if self._wandb is not None: wandb_time_window(self._wandb, mb.window_start, mb.n, window.samples)
         if self.loggers.counters: self.loggers.count_steps(mb.n_steps)
-        if self.batcher is not None: self.batcher.window_closed(window.samples or mb.n)
+        if self.batcher is not None: self.batcher.window_closed(window.samples or mb.n, (window.held or mb.amount) >= window.size)   # (a window of one micro-batch holds nothing: see `after_batch`)
         window.reset()
 
     def _drop_window(self):

@@ -10,7 +10,7 @@ import fastai, torch
 from packaging.version import Version
 
 # %% auto #0
-__all__ = ['ddp_world_size', 'all_reduce_sums', 'all_reduce_sum', 'is_fsdp', 'no_sync_model', 'all_reduce_gradients',
+__all__ = ['ddp_world_size', 'all_reduce_sums', 'is_fsdp', 'no_sync_model', 'all_reduce_gradients',
            'fix_distributed_dl_broadcast']
 
 # %% ../nbs/21_distributed.ipynb #9a5e1e45
@@ -30,12 +30,6 @@ def all_reduce_sums(values:list, # Numbers this process holds
     totals = torch.tensor([float(v) for v in values], dtype=torch.float64, device=on)
     torch.distributed.all_reduce(totals)
     return totals.tolist()
-
-def all_reduce_sum(value, # A number this process holds
-                   device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
-                  )->float:
-    "The sum of `value` over all processes"
-    return all_reduce_sums([value], device)[0]
 
 def is_fsdp(model, # A model, wrapped or not
            )->bool:
@@ -65,6 +59,13 @@ def all_reduce_gradients(params:list, # Parameters whose gradients to average (t
             for g_,synced in zip(bucket, torch._utils._unflatten_dense_tensors(flat, bucket)): g_.copy_(synced)
             bucket,size = [],0
         if g is not None: bucket.append(g); size += g.numel()
+
+# %% ../nbs/21_distributed.ipynb #ebc8b930
+def all_reduce_sum(value, # A number this process holds
+                   device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
+                  )->float:
+    "The sum of `value` over all processes"
+    return all_reduce_sums([value], device)[0]
 
 # %% ../nbs/21_distributed.ipynb #0f117793
 def _cpu_broadcast(t, rank):

@@ -1,4 +1,4 @@
-"""W&B, TensorBoard, MixedPrecision, GradientClip, one-cycle, lr_find and the epoch-level callbacks, each tested with the real library
+"""What W&B, TensorBoard, MixedPrecision, GradientClip, one-cycle, lr_find and the epoch-level callbacks do beside `GradientAccumulation`
 
 Docs: https://fastaccum.github.io/fastaccum/integrations.html.md"""
 
@@ -15,8 +15,7 @@ from fastai.callback.core import *
 from fastai.callback.core import _inner_loop
 
 # %% auto #0
-__all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback', 'wandb_count_batch', 'wandb_time_window',
-           'wandb_log_with_next_step', 'fix_wandb_config', 'prepare_lr_finder']
+__all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
 
 # %% ../nbs/20_integrations.ipynb #3298768f
 PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback', 'AzureMLCallback')

@@ -19,7 +19,7 @@ from .distributed import all_reduce_sums
 from .integrations import wandb_log_with_next_step
 
 # %% auto #0
-__all__ = ['is_out_of_memory', 'OutOfMemoryElsewhere', 'split_sizes', 'slice_batch', 'MicroBatcher']
+__all__ = ['is_out_of_memory', 'OutOfMemoryElsewhere', 'split_sizes', 'slice_batch']
 
 # %% ../nbs/13_micro_batch.ipynb #5a1b2c42
 _OOM_SIGNS = ('out of memory', 'CUBLAS_STATUS_ALLOC_FAILED', 'CUDNN_STATUS_ALLOC_FAILED',
@@ -64,7 +64,7 @@ class MicroBatcher:
         tune:bool=False, # Time `size`, half and a quarter of it over the first windows, and keep the fastest
     ):
         store_attr()
-        self.learn,self.batches,self.snapshot,self.trials,self.told = None,[],None,None,None
+        self.learn,self.batches,self.snapshot,self.trials,self.told,self.tuned = None,[],None,None,None,False
 
     # -- fastai's `Learner.one_batch` is replaced on the Learner object (not its class) while an epoch trains
     def install(self, learn):
@@ -73,7 +73,7 @@ class MicroBatcher:
         self.counters = [cb for cb in learn.cbs if isinstance(cb, TrainEvalCallback)]
         self.buffers = [t for m in learn.model.modules() if isinstance(m, nn.modules.batchnorm._NormBase) for t in m.buffers()] if self.auto else []
         learn.one_batch = self.one_batch
-        if self.tune and self.trials is None: self.trials = dict(sizes=self._candidates(), seconds={}, current=None, start=None)
+        if self.tune and not self.tuned and self.trials is None: self.trials = dict(sizes=self._candidates(), seconds={}, current=None, start=None)
 
     def remove(self):
         "Give `one_batch` back to fastai, and fastai's counters their every batch"
@@ -195,11 +195,12 @@ class MicroBatcher:
         trials['start'] = _clock()
 
     def window_closed(self, samples:int, # The samples the window held
+                      full:bool=True, # Whether it held `accum_bs`: an epoch's short last window is not timed (its candidate runs again)
                      ):
         "The window stepped: time it (with `tune`), and say which size is in use once it is settled"
         trials = self.trials
         if trials is not None and trials['start'] is not None:
-            if isinstance(trials['current'], int): trials['seconds'][trials['current']] = (_clock() - trials['start'])/samples
+            if isinstance(trials['current'], int) and full: trials['seconds'][trials['current']] = (_clock() - trials['start'])/samples
             if len(trials['seconds']) == len(trials['sizes']): self._choose()
         if self.trials is None and (self.auto or self.tune) and self.told != self.size: self._tell()
 
@@ -209,13 +210,13 @@ class MicroBatcher:
         times = [seconds[s] for s in sizes]
         if self.cb.world_size > 1: times = all_reduce_sums(times, find_device(self.batches[-1][1]))
         self.size = self.cb.micro_bs = sizes[min(range(len(sizes)), key=times.__getitem__)]
-        self.trials = None
+        self.trials,self.tuned = None,True   # chosen for the whole fit
 
     def _tell(self):
         "Print the size in use, once (and again if it changes), and log it to W&B"
-        how = 'found by micro_batch_size="auto"' if self.auto else ''
-        how += (' and ' if how else '') + ('the fastest of those tried' if self.tune else '')
-        print(f'fastaccum: micro-batches of {self.size} samples ({how})')
+        how = ['found by micro_batch_size="auto"'] if self.auto else []
+        if self.tune: how.append('the fastest of those tried')
+        print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(how)})')
         wandb = getattr(self.learn, 'wandb', None)
         if wandb is not None and getattr(wandb, 'run', None) is not None: wandb_log_with_next_step(wandb, micro_bs=self.size)
         self.told = self.size

@@ -173,12 +173,13 @@ class GradientAccumulationSchedule(GradientAccumulation):
         if self._wandb is not None and self._wandb.run and self._wandb.run_train: wandb_log_with_next_step(self._wandb, accum_bs=self.in_use)
 
 # %% ../nbs/12_schedule.ipynb #47ee8cba
-def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples'):
+def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples', stairs=False):
     import matplotlib.pyplot as plt
     if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
     pcts,scheduled,in_use = zip(*history)
     epochs = [p*n_epoch for p in pcts]
-    ax.plot(epochs, scheduled, label='scheduled')
+    if stairs: ax.step(epochs, scheduled, where='post', label='scheduled')   # milestones: the schedule itself jumps
+    else: ax.plot(epochs, scheduled, label='scheduled')
     ax.step(epochs, in_use, where='post', label='in use' + (' (whole micro-batches)' if unit == 'samples' else ''))
     ax.set_xlabel('epoch'); ax.set_ylabel(f'{unit} per optimizer step')
     handles,labels = ax.get_legend_handles_labels()
@@ -234,4 +235,5 @@ def plot_schedule(self:GradientAccumulationSchedule,
     else:
         if n_batches is None: raise ValueError('`n_batches` (micro-batches per epoch) is needed to preview the schedule.')
         history = self.preview(n_epoch, n_batches, micro_batch_size, items_per_batch)
-    return _plot_history(history, n_epoch, ax, self.lr_factor if self.lr_scale else None, 'items' if self.items else 'samples')
+    return _plot_history(history, n_epoch, ax, self.lr_factor if self.lr_scale else None, 'items' if self.items else 'samples',
+                         stairs=isinstance(self.schedule, dict))

@@ -114,7 +114,7 @@ def interpreter(path):
     "The environment a notebook runs in: .venv-vision for the vision recipe (torchvision), else this one"
     vision = any('vision' in directives(''.join(c['source'])) for c in json.loads(path.read_text())['cells'] if c['cell_type'] == 'code')
     if not vision: return sys.executable
-    subprocess.run(['bash', str(root/'tools'/'setup_vision.sh')], check=True)
+    subprocess.run(['bash', str(root/'tools'/'setup_vision.sh')], check=True, capture_output=True)
     return str(root/'.venv-vision'/'bin'/'python')
 
 
@@ -131,7 +131,7 @@ def execute(names):
         for path, res, secs in pool.map(run, paths):
             print(f'{"ran   " if res.returncode == 0 else "FAILED"} {path.name} ({secs:.0f} s)', flush=True)
             if res.returncode: failed.append(path.name); print(res.stderr[-3000:])
-    subprocess.run([str(Path(sys.executable).parent/'nbdev-clean')], cwd=root, check=True)
+    for path in paths: subprocess.run([str(Path(sys.executable).parent/'nbdev-clean'), '--fname', str(path)], cwd=root, check=True)
     hashes = json.loads(record.read_text()) if record.exists() else {}
     for path in paths:
         if path.name not in failed: hashes[path.name] = code_hash(json.loads(path.read_text()))
@@ -159,27 +159,29 @@ body { margin: 0; }
 def frontmatter(nb):
     "Title and description from the raw YAML cell nbdev puts first (removed from the cells)"
     import yaml
-    raw = next((c for c in nb['cells'] if c['cell_type'] == 'raw' and ''.join(c['source']).startswith('---')), None)
+    raw = next((c for c in nb.cells if c.cell_type == 'raw' and c.source.startswith('---')), None)
     if raw is None: return {}
-    nb['cells'].remove(raw)
-    return yaml.safe_load(''.join(raw['source']).strip().strip('-')) or {}
+    nb.cells.remove(raw)
+    return yaml.safe_load(raw.source.strip().strip('-')) or {}
 
 
 def local_links(text, names):
     "Point links to notebooks, and to the published site, at the local pages"
     text = text.replace(SITE_URL, '')
     text = re.sub(r'\{target="_blank"[^}]*\}', '', text)            # Quarto-only link attributes
-    return re.sub(r'([\w./-]+)\.ipynb', lambda m: names.get(Path(m.group(1)).name, m.group(0)), text)
+    link = lambda m: m.group(1) + names.get(Path(m.group(2)).name, m.group(2) + '.ipynb')
+    return re.sub(r'(\]\(|href=")([\w./-]+)\.ipynb', link, text)   # link targets only, not text that names a notebook
 
 
 def prepare(nb, meta, names):
+    import nbformat
     "Turn a processed notebook into one nbconvert renders as the page a reader should see"
     cells = []
     if meta.get('title'):
         head = f"# {meta['title']}" + (f"\n\n> {meta['description']}" if meta.get('description') else '')
-        cells.append(dict(cell_type='markdown', id='page-title', metadata={}, source=head))
+        cells.append(nbformat.v4.new_markdown_cell(head))
     for c in nb['cells']:
-        src = ''.join(c['source'])
+        src = c['source']
         c['metadata'] = {}   # nbdev's processing leaves timings there that nbformat's schema refuses
         if c['cell_type'] == 'markdown': c['source'] = local_links(src, names)
         elif c['cell_type'] == 'code':
@@ -187,10 +189,8 @@ def prepare(nb, meta, names):
             c['source'] = '\n'.join(l for l in src.splitlines() if not l.startswith('#|')).strip()
             if d.get('echo', '').lower() == 'false': c['metadata']['tags'] = ['remove_input']
             if d.get('output', '').lower() == 'false': c['outputs'] = []
-            for o in c.get('outputs', []):
-                if 'text/markdown' in o.get('data', {}):
-                    md = o['data']['text/markdown']
-                    o['data'] = {'text/markdown': local_links(''.join(md) if isinstance(md, list) else md, names)}
+            for o in c.get('outputs', []):   # show_doc's markdown: its links too
+                if 'text/markdown' in o.get('data', {}): o['data']['text/markdown'] = local_links(o['data']['text/markdown'], names)
             if not c['source'] and not c.get('outputs'): continue
         elif c['cell_type'] == 'raw': continue
         cells.append(c)
@@ -221,7 +221,7 @@ def build():
     site.mkdir()
     loaded = []
     for section, nb_name in sidebar():
-        nb = json.loads((proc/nb_name).read_text())
+        nb = nbformat.reads((proc/nb_name).read_text(), as_version=4)   # multi-line strings joined
         meta = frontmatter(nb)
         loaded.append((section, nb_name, nb, meta))
     names = {Path(n).stem: page_name(n) for _, n, _, _ in loaded}
@@ -233,7 +233,7 @@ def build():
     exporter = HTMLExporter(config=config, template_name='lab')
     for section, nb_name, nb, meta in loaded:
         name = page_name(nb_name)
-        body, _ = exporter.from_notebook_node(nbformat.from_dict(prepare(nb, meta, names)))
+        body, _ = exporter.from_notebook_node(prepare(nb, meta, names))
         chrome = f'<div id="fa-top"><a href="index.html">fastaccum</a></div>{nav_html(pages, name)}<div id="fa-main">'
         body = body.replace('</head>', CSS + f'<title>{html.escape(meta.get("title", ""))} – fastaccum</title></head>', 1)
         body = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + chrome, body, count=1)

@@ -1,10 +1,12 @@
 """Write README.md from nbs/index.ipynb without Quarto (which cannot be installed here).
 
-`python tools/sync_readme.py` rewrites README.md; `--check` exits 1 if README.md is out of step.
-Markdown cells are copied, code cells become ```python blocks; cells marked `#| hide` are left out
-and `#|` directives are dropped, as nbdev's own README rendering does.
+`python tools/sync_readme.py` rewrites README.md; `--check` exits 1 if README.md is out of step, or if one of
+its links to a file of the repository leads nowhere.
+Markdown cells are copied, code cells become ```python blocks; cells marked `#| hide` are left out and `#|`
+directives are dropped, as nbdev's own README rendering does. Links between pages (`10_accumulate.ipynb`, right
+from the docs site) become links from the repository's root (`nbs/10_accumulate.ipynb`).
 """
-import json, sys
+import json, re, sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
@@ -13,7 +15,7 @@ def cell_text(cell):
     src = ''.join(cell['source'])
     lines = src.splitlines()
     if any(l.strip() in ('#| hide', '#|hide') for l in lines): return None
-    if cell['cell_type'] == 'markdown': return src.strip()
+    if cell['cell_type'] == 'markdown': return re.sub(r'\]\((?!https?:|#|nbs/)([\w.-]+\.ipynb)', r'](nbs/\1', src.strip())
     code = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
     return f'```python\n{code}\n```' if code else None
 
@@ -23,9 +25,16 @@ def render(nb_path=root/'nbs'/'index.ipynb'):
     note = '<!-- Generated from nbs/index.ipynb by tools/sync_readme.py: edit the notebook, not this file. -->'
     return f'{note}\n\n{body}\n'
 
+def broken_links(text):
+    "Relative links of the README that name no file of the repository"
+    targets = re.findall(r'\]\((?!https?:|#|mailto:)([^)#\s]+)', text)
+    return [t for t in targets if not (root/t).exists()]
+
 if __name__ == '__main__':
     readme, text = root/'README.md', render()
     if '--check' in sys.argv:
+        broken = broken_links(text)
+        if broken: sys.exit(f'README.md links to files that do not exist: {broken}')
         ok = readme.exists() and readme.read_text() == text
         print('README.md is in step with nbs/index.ipynb' if ok else
               'README.md is out of step with nbs/index.ipynb: run `python tools/sync_readme.py`')
