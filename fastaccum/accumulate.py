@@ -279,8 +279,10 @@ class GradientAccumulation(BatchCallback):
     def after_loss(self):
         "Weigh the loss by its share of the window, in the backward pass; at the window's last micro-batch, rescale what it holds first"
         learn,mb,window = self.learn,self.mb,self.window
-        if mb.plan == STEP: self._close_weights()
-        mb.weight = window.weight(mb.items)
+        if mb.plan != STEP: mb.weight = window.weight(mb.items)
+        elif window.held or self.world_size > 1 or not (mb.items or window.reduction == 'sum'):
+            self._close_weights(); mb.weight = window.weight(mb.items)
+        else: mb.window_items,mb.weight = mb.items,1.   # a window of one micro-batch: its own loss, as it is
         # a micro-batch without items has no mean loss (0/0): it adds nothing, and must not add NaN
         if not mb.items and window.reduction == 'mean': learn.loss_grad = _zero_loss(learn.pred, learn.loss_grad)
         # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
