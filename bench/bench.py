@@ -258,7 +258,7 @@ _DDP_SCRIPT = textwrap.dedent('''
     for _ in range(repeats):
         results['fastaccum'].append(epoch(GradientAccumulation(128)))
         results['fastai built-in'].append(epoch(FastaiGradientAccumulation(n_acc=64)))   # fastai counts each process's samples
-    out = {k: dict(seconds=statistics.median(s for s,*_ in v), syncs=v[0][1], bucket_allreduces=v[0][2]) for k,v in results.items()}
+    out = {k: dict(seconds=statistics.median(s for s,*_ in v), syncs=int(v[0][1]), bucket_allreduces=int(v[0][2])) for k,v in results.items()}
     json.dump(out, open(f'{sys.argv[1]}/rank{rank_distrib()}.json', 'w'))
 ''')
 

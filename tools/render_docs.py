@@ -23,7 +23,9 @@ its API sections as docs.fast.ai does (only user-facing names; a class as `class
 parameter), its plots, and working links; and nowhere: error output, stderr (warnings, logger complaints),
 progress-bar frames, training tables as text, machine paths, long or mixed number formats, or more than one
 visible line in ten an assertion. The navigation must be the sidebar's reading order, with no internal pages.
-A full-page screenshot of each page goes to `_site/screenshots/`.
+A full-page screenshot of each page goes to `_site/screenshots/`. Before the site, the check tests itself: a page
+made of every problem the first site had (progress frames, warnings, paths, `def Class(`, helpers as API, a missing
+parameter table, long and mixed numbers, assertions, dead links, navigation out of order) must draw each complaint.
 """
 import argparse, hashlib, html, importlib, inspect, json, os, re, shutil, socket, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
@@ -211,8 +213,6 @@ def nav_html(pages, current):
 def build():
     "Process the notebooks with nbdev, and write one HTML page per sidebar entry into `_site/`"
     import nbformat
-    from nbconvert import HTMLExporter
-    from traitlets.config import Config
     res = subprocess.run([sys.executable, '-c', 'from nbdev.serve import proc_nbs; proc_nbs(force=True, n_workers=2)'],
                          cwd=root, capture_output=True, text=True, env=dict(os.environ, WANDB_MODE='offline', WANDB_SILENT='true'))
     missing = [n for _, n in sidebar() if not (proc/n).exists()]
@@ -226,20 +226,24 @@ def build():
         loaded.append((section, nb_name, nb, meta))
     names = {Path(n).stem: page_name(n) for _, n, _, _ in loaded}
     pages = [(s, n, m.get('title') or Path(n).stem) for s, n, _, m in loaded]
+    for section, nb_name, nb, meta in loaded: write_page(site/page_name(nb_name), nb, meta, names, pages)
+    return [(nb_name, page_name(nb_name)) for _, nb_name, _, _ in loaded]
+
+
+def write_page(path, nb, meta, names, pages):
+    "One processed notebook as an HTML page, with the site's navigation"
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
     config = Config()
     config.TagRemovePreprocessor.remove_input_tags = ('remove_input',)
     config.TagRemovePreprocessor.enabled = True
     config.HTMLExporter.exclude_input_prompt = config.HTMLExporter.exclude_output_prompt = True
-    exporter = HTMLExporter(config=config, template_name='lab')
-    for section, nb_name, nb, meta in loaded:
-        name = page_name(nb_name)
-        body, _ = exporter.from_notebook_node(prepare(nb, meta, names))
-        chrome = f'<div id="fa-top"><a href="index.html">fastaccum</a></div>{nav_html(pages, name)}<div id="fa-main">'
-        body = body.replace('</head>', CSS + f'<title>{html.escape(meta.get("title", ""))} – fastaccum</title></head>', 1)
-        body = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + chrome, body, count=1)
-        body = body.replace('</body>', '</div></body>', 1)
-        (site/name).write_text(body)
-    return [(nb_name, page_name(nb_name)) for _, nb_name, _, _ in loaded]
+    body, _ = HTMLExporter(config=config, template_name='lab').from_notebook_node(prepare(nb, meta, names))
+    chrome = f'<div id="fa-top"><a href="index.html">fastaccum</a></div>{nav_html(pages, path.name)}<div id="fa-main">'
+    body = body.replace('</head>', CSS + f'<title>{html.escape(meta.get("title", ""))} – fastaccum</title></head>', 1)
+    body = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + chrome, body, count=1)
+    body = body.replace('</body>', '</div></body>', 1)
+    path.write_text(body)
 
 
 # ---------------------------------------------------------------- --check, in Chromium over its DevTools protocol
@@ -364,7 +368,7 @@ def number_problems(table):
     return problems
 
 
-def check_page(browser, nb_name, name, nav_expected):
+def check_page(browser, nb_name, name, nav_expected, folder=site):
     facts = browser.js(PAGE_FACTS)
     problems, want = [], EXPECTED.get(nb_name, {})
     if not facts['title']: problems.append('no title')
@@ -403,7 +407,7 @@ def check_page(browser, nb_name, name, nav_expected):
     for href in facts['links']:
         if href.startswith(('http', 'mailto:')) : continue
         target = href.split('#')[0]
-        if target.endswith('.ipynb') or (target and not (site/target).exists()): problems.append(f'a broken link: {href}')
+        if target.endswith('.ipynb') or (target and not (folder/target).exists()): problems.append(f'a broken link: {href}')
     return [f'{name}: {p}' for p in dict.fromkeys(problems)]
 
 
@@ -428,15 +432,69 @@ def check(pages):
     return problems
 
 
+# ---------------------------------------------------------------- the check's own test
+def bad_page():
+    "A page with every problem the first site had (issue: documentation a fastai user wants to read)"
+    import nbformat
+    from nbformat.v4 import new_notebook, new_markdown_cell as md, new_code_cell as code, new_output as output
+    def cell(src, *outputs): c = code(src); c.outputs = list(outputs); return c
+    frames = "['\u2588\\r', 'epoch     train_loss  valid_loss  time\\r', 'Epoch 1/3 : |----------| 0.00% [0/3]\\r']"
+    show_doc = '### GradientAccumulation\n\n```python\ndef GradientAccumulation(\n    accum_bs:int|None=None, # Samples per step\n)\n```'
+    helper = '### prepare_lr_finder\n\n```python\ndef prepare_lr_finder(learn, lr_finder)\n```'
+    numbers = pd_table([['speed', '0.04064400494098663', '64.00'], ['ratio', '5.06e-02', '128.00'], ['other', '0.05', '256.00']])
+    nb = new_notebook(cells=[
+        md('A [dead link](missing.html) and a [notebook link](10_accumulate.ipynb).'),
+        cell('learn.fit(3)', output('stream', name='stdout', text=frames)),
+        cell('learn.fit(1)', output('stream', name='stdout', text='epoch     train_loss  valid_loss  time\n0         0.5         0.4         00:01\n')),
+        cell('import wandb', output('stream', name='stderr', text='/tmp/ipykernel_7/1.py:3: UserWarning: You are shadowing an attribute (scaler)')),
+        cell('fit_wandb()', output('stream', name='stdout', text='Could not gather input dimensions\n')),
+        cell('show_doc(GradientAccumulation)', output('display_data', data={'text/markdown': show_doc})),
+        cell('show_doc(prepare_lr_finder)', output('display_data', data={'text/markdown': helper})),
+        cell('table', output('display_data', data={'text/html': numbers})),
+        cell('\n'.join(['x = 1', 'y = 2', 'assert x == 1', 'test_eq(y, 2)', 'test_close(x, 1)'])),
+    ])
+    return nbformat.from_dict(nb)
+
+
+def pd_table(rows):
+    return '<table><thead><tr><th>what</th><th>value</th><th>count</th></tr></thead><tbody>' + \
+           ''.join('<tr>' + ''.join(f'<td>{v}</td>' for v in r) + '</tr>' for r in rows) + '</tbody></table>'
+
+
+SELF_TEST_EXPECTS = ['progress-bar frames', 'a training table as text', 'stderr output', 'a warning', 'a logger complaint',
+                     'a machine path', 'is not shown as a class', 'no table row for', 'not a user-facing name', 'long numbers',
+                     'a column mixes', 'integers printed as', 'visible code lines are assertions', 'a broken link: missing.html',
+                     'a broken link: 10_accumulate.ipynb', 'navigation', 'no API section for GradientAccumulation.count_samples']
+
+
+def self_test():
+    "The check must find every problem of a page made of them: render `bad_page` as the site renders pages, and check it"
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        pages = [(None, '10_accumulate.ipynb', 'Gradient accumulation'), (None, 'index.ipynb', 'fastaccum')]   # out of order
+        write_page(folder/'accumulate.html', bad_page(), {'title': 'A bad page'}, {}, pages)
+        browser = Browser()
+        try:
+            browser.open((folder/'accumulate.html').as_uri())
+            found = check_page(browser, '10_accumulate.ipynb', 'accumulate.html', ['index.html', 'accumulate.html'], folder)
+        finally: browser.close()
+    missed = [e for e in SELF_TEST_EXPECTS if not any(e in p for p in found)]
+    return missed, found
+
+
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--execute', nargs='*', metavar='NB', help='run these pages (default: all) in a Jupyter kernel first, saving their outputs')
     ap.add_argument('--execute-one', help=argparse.SUPPRESS)
-    ap.add_argument('--check', action='store_true', help='open every page in headless Chromium and check it')
+    ap.add_argument('--check', action='store_true', help='open every page in headless Chromium and check it (the check tests itself first)')
     args = ap.parse_args()
     if args.execute_one: execute_one(Path(args.execute_one)); sys.exit(0)
     if args.execute is not None: execute([Path(n).name for n in args.execute] or [n for _, n in sidebar()])
     if args.check and not chromium(): sys.exit('Chromium is not installed (apt-get install chromium): the site cannot be checked')
+    if args.check:
+        missed, found = self_test()
+        if missed: sys.exit(f'the check itself is broken: on a page made of problems it missed {missed}; it found:\n' + '\n'.join(found))
+        print(f'the check finds all {len(SELF_TEST_EXPECTS)} kinds of problem on a page made of them')
     pages = build()
     print(f'built {len(pages)} pages in {site}')
     if args.check:
