@@ -7,7 +7,7 @@ Timings are ratios measured side by side in one run, never asserted: each compar
 overhead table takes the median of the ratios of paired runs, which cancels the drift of a shared machine.
 """
 from __future__ import annotations
-import json, math, os, socket, statistics, subprocess, sys, tempfile, textwrap, time
+import gc, json, math, os, socket, statistics, subprocess, sys, tempfile, textwrap, time
 from copy import deepcopy
 from functools import partial
 from pathlib import Path
@@ -273,7 +273,8 @@ def ddp_table(repeats:int=3, # Epochs timed per method, alternating; the median 
         res = subprocess.run([str(Path(sys.executable).parent/'torchrun'), '--nproc_per_node', '2', '--master_addr', '127.0.0.1',
                               '--master_port', str(_free_port()), f'{tmp}/ddp.py', tmp, str(repeats)], capture_output=True, text=True)
         if res.returncode: raise RuntimeError(res.stdout[-3000:] + res.stderr[-3000:])
-        return pd.DataFrame(json.loads(Path(tmp, 'rank0.json').read_text())).T
+        table = pd.DataFrame(json.loads(Path(tmp, 'rank0.json').read_text())).T   # (transposed, every column is float)
+        return table.astype(dict(seconds=float, syncs=int, bucket_allreduces=int))
 
 
 # -- overheads: each a paired comparison on the CPU MLP (4096 samples, micro-batches of 16)
@@ -282,6 +283,7 @@ def _mlp_epoch(bs, cbs, x, y, model):
     ds = list(zip(x, y))
     learn = Learner(DataLoaders(DataLoader(ds, bs=bs, shuffle=False), DataLoader(ds[:16], bs=16)), deepcopy(model),
                     loss_func=F.cross_entropy, opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=list(cbs)+[_TrainTimer(clock=time.process_time)])
+    gc.collect()   # the previous run's garbage is collected before, not during, this one
     with learn.no_bar(), learn.no_logging(): learn.fit(1)
     return learn._train_timer.seconds
 
@@ -294,7 +296,7 @@ OVERHEADS = {   # what is measured: (loader bs, callbacks) against (loader bs, c
         ((16, lambda: [GradientAccumulation(64), GradientNoiseScale(every=True)]), (16, lambda: [GradientAccumulation(64)]), 1.05),
 }
 
-def overhead_table(pairs:int=21, # Paired runs per comparison
+def overhead_table(pairs:int=61, # Paired runs per comparison (an epoch varies by about 5% on a shared 2-core machine)
                    quick:bool=False, # Fewer samples and pairs, for a smoke test
                   )->pd.DataFrame:
     "Each comparison's median ratio of paired epoch times (and its quartiles), beside its target"

@@ -60,13 +60,19 @@ class StepLoggers:
 # %% ../nbs/20_integrations.ipynb #b0c1d2e4
 _BATCH_EVENTS = frozenset(_inner_loop)
 _CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException, CancelTrainException, CancelValidException)
+_NOT_A_BATCH_EVENT = object()
 
 class BatchCallback(Callback):
     "A `Callback` (for training only) whose batch events are dispatched directly: fastai's dispatch, made quick for the events of every batch"
     run_valid = False
+    _batch_handlers = dict.fromkeys(_BATCH_EVENTS)   # none defined here
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._batch_handlers = {event: getattr(cls, event, None) for event in _BATCH_EVENTS}   # looked up once, not at every batch
+
     def __call__(self, event_name):
-        if event_name not in _BATCH_EVENTS: return super().__call__(event_name)
-        method = getattr(type(self), event_name, None)
+        method = self._batch_handlers.get(event_name, _NOT_A_BATCH_EVENT)
+        if method is _NOT_A_BATCH_EVENT: return super().__call__(event_name)
         if method is None or not (self.run and self.run_train and self.learn.training): return None
         try: return method(self)
         except _CANCELS: raise
