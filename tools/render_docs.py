@@ -21,8 +21,8 @@ workflow builds the real Quarto site from the same notebooks and the same sideba
 `--check` is the reader's test. In headless Chromium (over its DevTools protocol), each page must show a title,
 its API sections as docs.fast.ai does (only user-facing names; a class as `class`; a table row for every
 parameter), its plots, and working links; and nowhere: error output, stderr (warnings, logger complaints),
-progress-bar frames, training tables as text, machine paths, long or mixed number formats, or more than one
-visible line in ten an assertion. The navigation must be the sidebar's reading order, with no internal pages.
+progress-bar frames, training tables as text, machine paths (in outputs, prose or code), markdown links left as
+text, long or mixed number formats, or more than one visible line in ten an assertion. The navigation must be the sidebar's reading order, with no internal pages.
 A full-page screenshot of each page goes to `_site/screenshots/`. Before the site, the check tests itself: a page
 made of every problem the first site had (progress frames, warnings, paths, `def Class(`, helpers as API, a missing
 parameter table, long and mixed numbers, assertions, dead links, navigation out of order) must draw each complaint.
@@ -311,6 +311,8 @@ PAGE_FACTS = r'''(() => {
   });
   return {
     title: [...document.querySelectorAll('h1')].map(text),
+    page_text: document.querySelector('#fa-main').innerText,
+    prose: [...document.querySelectorAll('.jp-MarkdownCell')].map(text),
     nav: [...document.querySelectorAll('#fa-nav a')].map(a => a.getAttribute('href')),
     links: [...document.querySelectorAll('#fa-main a[href]')].map(a => a.getAttribute('href')),
     images: [...document.querySelectorAll('#fa-main img')].map(i => ({src: i.getAttribute('src').slice(0, 40), ok: i.complete && i.naturalWidth > 0})),
@@ -324,12 +326,13 @@ PAGE_FACTS = r'''(() => {
   };
 })()'''
 
+MACHINE_PATH = r'(/work/|/tmp/|/home/|/root/|/usr/|/opt/|site-packages|\.venv)'
 PROBLEM_TEXT = [   # in any output: (pattern, what it is)
     (r'Traceback \(most recent call last\)|\w+Error: ', 'error output'),
     (r'Warning\b|warnings\.warn|<ipython-input|/ipykernel_\d+/', 'a warning'),
     (r'Could not gather|could not log|shadowing an attribute|wandb: ', 'a logger complaint'),
     (r'█|\r|Epoch \d+/\d+ :|\|-{5,}', 'progress-bar frames'),
-    (r'(/work/|/tmp/|/home/|/root/|/usr/|/opt/|site-packages|\.venv)', 'a machine path'),
+    (MACHINE_PATH, 'a machine path'),
 ]
 ASSERTION = re.compile(r'^\s*(assert\b|test_\w+\(|test_fail\b)')
 
@@ -392,6 +395,12 @@ def check_page(browser, nb_name, name, nav_expected, folder=site):
         for pattern, what in PROBLEM_TEXT:
             m = re.search(pattern, out)
             if m: problems.append(f'{what} in an output: ...{out[max(0, m.start()-60):m.end()+60]!r}...')
+    # prose and code too: a reader copies commands, and a path of the machine that built the site is no use to them
+    m = re.search(MACHINE_PATH, facts['page_text'])
+    if m: problems.append(f"a machine path in the page's text: ...{facts['page_text'][max(0, m.start()-60):m.end()+40]!r}...")
+    for block in facts['prose']:
+        m = re.search(r'\]\(', block)
+        if m: problems.append(f'a markdown link left as text: ...{block[max(0, m.start()-60):m.end()+40]!r}...')
     for out in facts['pre_outputs']:
         if re.search(r'train_loss\s+valid_loss', out): problems.append(f'a training table as text: {out[:80]!r}')
     for table in facts['tables']:
@@ -444,6 +453,7 @@ def bad_page():
     numbers = pd_table([['speed', '0.04064400494098663', '64.00'], ['ratio', '5.06e-02', '128.00'], ['other', '0.05', '256.00']])
     nb = new_notebook(cells=[
         md('A [dead link](missing.html) and a [notebook link](10_accumulate.ipynb).'),
+        md('Run `.venv/bin/python bench.py`; the \\[GradientAccumulation page\\](accumulate.html) has them all.'),
         cell('learn.fit(3)', output('stream', name='stdout', text=frames)),
         cell('learn.fit(1)', output('stream', name='stdout', text='epoch     train_loss  valid_loss  time\n0         0.5         0.4         00:01\n')),
         cell('import wandb', output('stream', name='stderr', text='/tmp/ipykernel_7/1.py:3: UserWarning: You are shadowing an attribute (scaler)')),
@@ -464,7 +474,7 @@ def pd_table(rows):
 SELF_TEST_EXPECTS = ['progress-bar frames', 'a training table as text', 'stderr output', 'a warning', 'a logger complaint',
                      'a machine path', 'is not shown as a class', 'no table row for', 'not a user-facing name', 'long numbers',
                      'a column mixes', 'integers printed as', 'visible code lines are assertions', 'a broken link: missing.html',
-                     'a broken link: 10_accumulate.ipynb', 'navigation', 'no API section for GradientAccumulation.count_samples']
+                     'a broken link: 10_accumulate.ipynb', 'navigation', "a machine path in the page's text", 'a markdown link left as text', 'no API section for GradientAccumulation.count_samples']
 
 
 def self_test():
