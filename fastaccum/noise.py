@@ -40,8 +40,8 @@ class GradientNoiseScale(BatchCallback):
         beta:float=0.99, # Weight of the past in the moving averages of |G|² and tr(Σ) (each smoothed on its own)
         every:bool=False, # Pair only the window's first micro-batch with the window (no hooks: almost free), or every micro-batch (True: hooks on the parameters)
         adapt:bool=False, # Set `accum_bs` to the smoothed B_simple after each step, rounded to whole micro-batches
-        min_bs:int|None=None, # With `adapt`: the least `accum_bs` (at least two micro-batches of every process, so that the window is still measured)
-        max_bs:int|None=None, # With `adapt`: the largest `accum_bs` (default: no limit)
+        min_bs:int|None=None, # With `adapt`: the least `accum_bs`, rounded up to whole micro-batches (two at least, of every process, so that the window is still measured)
+        max_bs:int|None=None, # With `adapt`: the largest `accum_bs`, rounded down to whole micro-batches (default: no limit)
     ):
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0 <= beta < 1:
             raise ValueError(f'`beta` must be a number in [0, 1), got {beta!r}. Pass e.g. beta=0.99 (closer to 1 smooths more).')
@@ -164,10 +164,12 @@ class GradientNoiseScale(BatchCallback):
         "The next windows take the smoothed B_simple, rounded to whole micro-batches (of every process), within `min_bs` and `max_bs`"
         ga = self.ga
         unit = 1 if ga.by_items else (ga.micro_bs or 1)*ga.world_size
-        lo,hi = max(self.min_bs or 0, 2*unit),max(self.max_bs or float('inf'), 2*unit)   # two micro-batches: still measured
-        value = int(min(max(round(self.b_simple/unit)*unit, lo), hi))
-        if ga.by_items: ga.accum_items = value
-        else: ga.accum_bs = max(2*unit, value - value % unit)
+        # in whole micro-batches: the bounds rounded inwards, and two at least, so that the window is still measured
+        lo = max(math.ceil((self.min_bs or 0)/unit), 2)
+        n = max(round(self.b_simple/unit), lo)
+        if self.max_bs is not None: n = min(n, max(self.max_bs//unit, lo))
+        if ga.by_items: ga.accum_items = n*unit
+        else: ga.accum_bs = n*unit
 
 # %% ../nbs/14_noise_scale.ipynb #6a1b2c51
 @patch
