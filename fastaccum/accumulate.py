@@ -6,7 +6,8 @@ Docs: https://fastaccum.github.io/fastaccum/accumulate.html.md"""
 
 # %% ../nbs/10_accumulate.ipynb #f2e81503
 from __future__ import annotations
-import functools, sys, time, warnings
+import warnings
+from itertools import accumulate
 from typing import Callable
 import torch
 from torch import nn
@@ -19,15 +20,69 @@ from fastai.torch_core import find_bs, find_device
 from .window import *
 from .loaders import epoch_sizes, loader_bs
 from .checks import check_positive_int, check_bool, check_count
-from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder, wandb_count_batch, wandb_time_window
-from .distributed import ddp_world_size, all_reduce_sum, all_reduce_sums, all_reduce_gradients, no_sync_model, fix_distributed_dl_broadcast
-from .microbatch import MicroBatcher, OutOfMemoryElsewhere, split_sizes
+from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder
+from .distributed import ddp_world_size, all_reduce_sum, all_reduce_sums, WindowSync, fix_distributed_dl_broadcast
+from .microbatch import MicroBatcher, InferenceSplitter, OutOfMemoryElsewhere, split_sizes
 
 # %% auto #0
-__all__ = ['LR_SCALES', 'loss_reduction', 'GradientAccumulation']
+__all__ = ['PLANNED', 'WEIGHED', 'RAN', 'STEPPING', 'STEPPED', 'STEP_CANCELLED', 'BACKWARD_CANCELLED', 'DONE', 'LR_SCALES',
+           'FixedBatchSize', 'MicroBatch', 'loss_reduction', 'GradientAccumulation', 'check_one_accumulator']
+
+# %% ../nbs/10_accumulate.ipynb #7a1c0e32
+class FixedBatchSize:
+    "Who decides the batch size when it is fixed: `accum_bs` as set, or the loader's batch (over every process), read again at each fit"
+    def __init__(self,
+        setting:int|None=None, # Samples (or items) per optimizer step over all processes; `None`: the loader's batch, times the processes
+    ):
+        self.setting,self.current = setting,setting
+
+    def start_fit(self, ga, # The accumulation callback, whose fit is starting
+                 ):
+        "The fit's value: the setting, or the loader's batch of this fit (never written back into the setting)"
+        self.current = self.setting if self.setting is not None else ga.loader_bs*ga.world_size
+
+    def window_size(self, ga)->int:
+        "The batch of the window that starts now (asked once per window)"
+        return self.current
+
+    def set(self, value:int, # The new batch size
+           ):
+        "The user's new setting, taken up by the next window"
+        self.setting = self.current = value
+
+    def adapt(self, value:int, # The batch size the noise scale suggests, already rounded
+             ):
+        "`GradientNoiseScale(adapt=True)`: the rest of this fit uses `value`; the setting stays for the next fit"
+        self.current = value
+
+    def state_dict(self)->dict: return dict(setting=self.setting, current=self.current)
+    def load_state_dict(self, state:dict): self.setting,self.current = state['setting'],state['current']
+
+# %% ../nbs/10_accumulate.ipynb #7a1c0e35
+PLANNED,WEIGHED,RAN,STEPPING,STEPPED,STEP_CANCELLED,BACKWARD_CANCELLED,DONE = range(8)   # a micro-batch's phases, in order
+
+class MicroBatch:
+    "What happened to the current micro-batch: made whole in `before_batch`, one `phase` that the events move on (`DONE` once counted)"
+    __slots__ = ('n','items','amount','plan','final','share','weight','phase')
+    def __init__(self,
+        n:int, # Its samples
+        items, # Items its loss averages over (its samples by default; a number or a one-element tensor)
+        amount, # What it adds to the window (its samples, or its items for windows of items)
+        plan:str, # `STEP` after it or `ACCUM`ulate it
+        final:bool=True, # Whether it is the last piece of its loader batch (with `micro_batch_size` splitting)
+        share:float=1., # Its share of the loader batch
+    ):
+        self.n,self.items,self.amount,self.plan,self.final,self.share = n,items,amount,plan,final,share
+        self.weight,self.phase = None,PLANNED
+
+    @property
+    def ran(self)->bool:
+        "Whether its backward ran: its gradient is in the parameters' `.grad`"
+        return self.phase in (RAN, STEPPING, STEPPED, STEP_CANCELLED)
 
 # %% ../nbs/10_accumulate.ipynb #6999854a
 _COUNT_ITEMS_FIX = 'Return the number of items the loss averages over, e.g. (learn.yb[0] != -100).sum().'
+LR_SCALES = {None: 0., 'linear': 1., 'sqrt': 0.5}   # `lr_scale`: the power of the batch ratio
 
 def loss_reduction(loss_func, # The Learner's loss function
                   )->str:
@@ -39,26 +94,45 @@ def _leaves(x):
     if isinstance(x, dict): return [t for o in x.values() for t in _leaves(o)]
     return [x]
 
-def _zero_loss(pred, # The model's output
-              loss, # Its loss, which may be NaN (a mean over no items)
-             ):
+def _batchnorm_message(mode):
+    stats = ("their running statistics (what evaluation uses) are the window's, as the large batch's" if mode == 'window'
+             else "their running statistics are updated per micro-batch (batchnorm='micro')")
+    return ('BatchNorm layers normalise each micro-batch with its own statistics in training, not the window\'s; ' + stats +
+            '. For training exactly like the large batch, use GroupNorm or LayerNorm. (warn_batchnorm=False silences this.)')
+
+def _check_micro_batch_size(micro_batch_size, max_micro_batch_size):
+    if micro_batch_size is not None and micro_batch_size != 'auto':
+        check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, 'auto', or None for the loader's batches.")
+    if max_micro_batch_size is not None:
+        check_positive_int('max_micro_batch_size', max_micro_batch_size, "Pass the micro-batch size for micro_batch_size='auto' to start from.")
+        if micro_batch_size != 'auto': raise ValueError("`max_micro_batch_size` is where micro_batch_size='auto' starts: pass micro_batch_size='auto' with it.")
+
+def _stays_on_device(count): return count.device.type != 'cpu'   # a count on the CPU is read at once (that costs nothing there)
+
+def _zero_loss(pred, loss):
     "A loss of 0 whose backward runs through the model (so DDP still synchronizes) without touching `loss`'s own 0/0"
     outputs = [t for t in _leaves(pred) if isinstance(t, torch.Tensor) and t.requires_grad]
     return sum(t.sum() for t in outputs)*0. if outputs else torch.nan_to_num(loss)*0.
 
-def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
+class _Fit:
+    "What a fit's training reads once, built whole when it starts, and what it counts"
+    def __init__(self, ga, learn):
+        self.world_size = ddp_world_size(learn)
+        self.loader_bs = loader_bs(learn.dls.train)
+        self.by_items = ga.by_items
+        self.window = AccumWindow(1, ga.drop_last, self.by_items, loss_reduction(learn.loss_func))
+        self.loggers = StepLoggers(learn, ga.log_accum_batch or hasattr(learn, 'lr_finder'))   # lr_find works in optimizer steps
+        self.schedulers = [cb for cb in learn.cbs if isinstance(cb, ParamScheduler)]
+        self.parts = []   # parts that watch the window (BatchNorm's statistics)
+        self.estimate_items = ga.count_items is not None
+        self.n_steps,self.windows_done,self.n_windows,self.window_pct,self.window_total = 0,0,None,0.,None
+        self.sizes,self.left,self.unscaled_lrs,self.lr_reference,self.batcher,self.sync,self.warned = None,None,None,1,None,None,False
+        self.guards,self.nonzero = [],None   # with counts on the device: gradient hooks that drop a micro-batch without items
 
-LR_SCALES = {None: 0., 'linear': 1., 'sqrt': 0.5}   # `lr_scale`: the power of the batch ratio
-
-class _MicroBatch:
-    "What happened to the current micro-batch and its window (a plain object: the hot path sets no `Callback` attributes)"
-    __slots__ = ('planned','plan','n','items','amount','weight','weighed','hooked','backward','backward_cancelled','stepping','step_cancelled',
-                 'final_chunk','chunk_offset','share','unscaled_lrs','window_items',
-                 'window_pct','window_start','windows_done','n_windows','sizes','n_steps')
-    def __init__(self):
-        self.planned,self.plan,self.sizes,self.windows_done,self.n_windows,self.n_steps = False,None,None,0,None,0
-        self.final_chunk,self.chunk_offset,self.share = True,0,1.   # a whole loader batch, unless `micro_batch_size` splits it
-        self.unscaled_lrs = None
+    def start_epoch(self, sizes:list|None):
+        "The epoch's loader sizes, and what is left of it from each batch on (summed once, not at every window)"
+        self.sizes,self.windows_done,self.n_windows = sizes,0,None
+        self.left = None if sizes is None else list(accumulate(reversed(sizes)))[::-1]
 
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, accumulated over the loader's micro-batches"
@@ -66,25 +140,25 @@ class GradientAccumulation(BatchCallback):
     def __init__(self,
         accum_bs:int|None=None, # Samples per optimizer step, over all processes under DDP; `None`: `n_acc`, or with `micro_batch_size` the loader's batch
         n_acc:int=32, # fastai's name for the samples per step, used when `accum_bs` is `None`
-        micro_batch_size:int|str|None=None, # Split each loader batch into micro-batches of at most this many samples; 'auto': as large as fits in memory
+        micro_batch_size:int|str|None=None, # Split each loader batch (in training and inference) into micro-batches of at most this many samples; 'auto': as large as fits in memory
         log_accum_batch:bool=True, # Log one point per optimizer step (True), or one per micro-batch as fastai does (False)
         drop_last:bool=False, # Drop each epoch's last, partial window instead of stepping it
-        warn_batchnorm:bool=True, # Warn (once per fit) when BatchNorm layers see micro-batches of a larger window
+        warn_batchnorm:bool=True, # Say (once per fit) what BatchNorm layers can and cannot see of a window of several micro-batches
         count_items:Callable|None=None, # `count_items(learn)`: the items the micro-batch's loss averages over (e.g. tokens); default its samples
         accum_items:int|None=None, # Items (e.g. tokens) per optimizer step, over all processes: windows close on items, not samples (needs `count_items`)
         max_micro_batch_size:int|None=None, # With `micro_batch_size='auto'`: the size to start from (default: the loader's batch)
         tune:bool=False, # Time the micro-batch size, half and a quarter of it over the first windows, and keep the fastest
         lr_scale:str|None=None, # When `accum_bs` changes in training: multiply each step's lr by (accum_bs / accum_bs at the start), 'linear', or its square root, 'sqrt'
+        batchnorm:str='window', # BatchNorm's running statistics: updated once per window, as the large batch would ('window'), or per micro-batch as PyTorch does ('micro')
     ):
         check_positive_int('n_acc', n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
-        if accum_bs is None and micro_batch_size is None: accum_bs = n_acc
-        if micro_batch_size is not None and micro_batch_size != 'auto':
-            check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, 'auto', or None for the loader's batches.")
-        if max_micro_batch_size is not None:
-            check_positive_int('max_micro_batch_size', max_micro_batch_size, "Pass the micro-batch size for micro_batch_size='auto' to start from.")
-            if micro_batch_size != 'auto': raise ValueError("`max_micro_batch_size` is where micro_batch_size='auto' starts: pass micro_batch_size='auto' with it.")
+        if accum_bs is not None: check_positive_int('accum_bs', accum_bs, 'Pass the number of samples per optimizer step, e.g. accum_bs=64.')
+        elif micro_batch_size is None: accum_bs = n_acc
+        _check_micro_batch_size(micro_batch_size, max_micro_batch_size)
         check_bool('tune', tune)
-        if lr_scale not in LR_SCALES: raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {lr_scale!r}.")
+        if not (lr_scale is None or isinstance(lr_scale, str)) or lr_scale not in LR_SCALES:
+            raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {lr_scale!r}. Pass e.g. lr_scale='sqrt'.")
+        if batchnorm not in ('window', 'micro'): raise ValueError(f"`batchnorm` must be 'window' or 'micro', got {batchnorm!r}. Pass batchnorm='window' (the default).")
         for name,flag in (('log_accum_batch', log_accum_batch), ('drop_last', drop_last), ('warn_batchnorm', warn_batchnorm)): check_bool(name, flag)
         if count_items is not None and not callable(count_items):
             raise ValueError(f'`count_items` must be a callable count_items(learn) -> number, got {count_items!r}. '
@@ -92,124 +166,176 @@ class GradientAccumulation(BatchCallback):
         if accum_items is not None:
             check_positive_int('accum_items', accum_items, 'Pass the number of items (e.g. tokens) per optimizer step, or None to count samples.')
             if count_items is None: raise ValueError('`accum_items` counts items, so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
-        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,accum_items,max_micro_batch_size,tune,lr_scale')
-        if accum_bs is None: self._accum_bs = None   # the loader's batch, read when training starts
-        else: self.accum_bs = accum_bs
-        self.window,self.mb,self.loggers,self._sync,self.world_size,self.batcher = AccumWindow(1, drop_last),_MicroBatch(),None,None,1,None
+        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,max_micro_batch_size,tune,lr_scale,batchnorm')
+        self.by_items = accum_items is not None
+        self.batch_size = FixedBatchSize(accum_items if self.by_items else accum_bs)   # the one owner of the batch size
+        self.this_fit,self.mb,self.n_steps,self.found_bs,self._pending,self._piece = None,None,0,None,None,(True, 0, 1.)
+        self._last_micro_bs,self._last_world_size = micro_batch_size if isinstance(micro_batch_size, int) else None,1   # (the last fit's, after it)
+
+    def __setattr__(self, name, value):
+        # fastai sets `learn` when the callback joins a Learner, and `None` when it leaves (the end of the fit it was passed to,
+        # or `remove_cb`): then nothing of an interrupted window may stay behind. Other attributes are set as plain attributes:
+        # fastai's check that a callback does not shadow the Learner's would run at every micro-batch
+        if name == 'learn' and self.__dict__.get('learn') is not None and value is not self.__dict__['learn']: self._release()
+        object.__setattr__(self, name, value)
+
+    # -- the surface other parts read
+    @property
+    def accum_bs(self)->int|None:
+        "Samples per optimizer step (over all processes, under DDP): set it at any time, a new window takes it up"
+        return self.batch_size.current if not self.by_items else None
+    @accum_bs.setter
+    def accum_bs(self, value):
+        self.batch_size.set(check_positive_int('accum_bs', value, 'Pass the number of samples per optimizer step, e.g. accum_bs=64.'))
 
     @property
-    def accum_bs(self)->int:
-        "Samples per optimizer step (over all processes, under DDP): set it at any time, a new window takes it up"
-        return self._accum_bs
-    @accum_bs.setter
-    def accum_bs(self, value): self._accum_bs = check_positive_int('accum_bs', value, 'Pass the number of samples per optimizer step, e.g. accum_bs=64.')
+    def accum_items(self)->int|None:
+        "Items per optimizer step, with windows of items"
+        return self.batch_size.current if self.by_items else None
 
     @property
     def in_use(self)->int:
-        "The batch of the current window: its samples per step (its `accum_bs`, over all processes), or items with `accum_items`"
-        return self.window.size if self.by_items else self.window.size*self.world_size
-
-    def lr_factor(self, in_use:int, # A batch (samples, or items)
-                 )->float:
-        "What `lr_scale` multiplies a step's learning rate by with the batch `in_use`: its ratio to the batch at the start of the fit, or that ratio's square root"
-        return (in_use/self._lr_reference)**LR_SCALES[self.lr_scale]
+        "The batch of the current window: its samples per step (over all processes), or items with `accum_items`"
+        f = self.this_fit
+        if f is None: return self.batch_size.current
+        return f.window.size if self.by_items else f.window.size*f.world_size
 
     @property
     def will_step(self)->bool:
         "Whether the current micro-batch ends its window with an optimizer step (from `before_batch` on, through `after_batch`)"
-        return self.mb.plan == STEP
+        return self.mb is not None and self.mb.plan == STEP
 
     @property
-    def n_steps(self)->int:
-        "Optimizer steps taken in the current (or last) fit"
-        return self.mb.n_steps
+    def loader_batch_done(self)->bool:
+        "Whether the current micro-batch is the last piece of its loader batch (always, unless `micro_batch_size` splits it)"
+        return self._piece[0]
 
-    def __setattr__(self, name, value):
-        # fastai sets `learn` when the callback joins a Learner, and `None` when it leaves (the end of the fit it
-        # was passed to, or `remove_cb`): then nothing of an interrupted window may stay behind
-        if name == 'learn' and self.__dict__.get('learn') is not None and value is not self.__dict__['learn']: self._release()
-        super().__setattr__(name, value)
+    @property
+    def weight(self):
+        "The current micro-batch's weight in its window (from `before_backward` on)"
+        return None if self.mb is None else self.mb.weight
+
+    @property
+    def micro_batch_items(self):
+        "Items of the current micro-batch"
+        return None if self.mb is None else self.mb.items
+
+    @property
+    def window_held(self):
+        "What the current window holds (samples, or items), before the current micro-batch is added at `after_batch`"
+        return 0 if self.this_fit is None else self.this_fit.window.held
+
+    @property
+    def window_items(self):
+        "At a window's last micro-batch (from `before_backward`): the items the step averages over, over all processes"
+        return None if self.this_fit is None else self.this_fit.window_total
+
+    @property
+    def reduction(self)->str: return 'mean' if self.this_fit is None else self.this_fit.window.reduction
+    @property
+    def world_size(self)->int: return self._last_world_size if self.this_fit is None else self.this_fit.world_size
+    @property
+    def loader_bs(self)->int|None: return None if self.this_fit is None else self.this_fit.loader_bs
+
+    @property
+    def micro_bs(self)->int|None:
+        "The micro-batch size in use: the splitter's, or the loader's batch"
+        f = self.this_fit
+        if f is None: return self._last_micro_bs   # the last fit's
+        return f.batcher.size if f.batcher is not None else f.loader_bs or (self.micro_batch_size if isinstance(self.micro_batch_size, int) else None)
+
+    def lr_factor(self, in_use:int, # A batch (samples, or items)
+                 )->float:
+        "What `lr_scale` multiplies a step's learning rate by with the batch `in_use`: its ratio to the batch at the start of the fit, or that ratio's square root"
+        return (in_use/self.this_fit.lr_reference)**LR_SCALES[self.lr_scale]
 
     # -- a fit: set up when training starts (fastai's validation and `get_preds` fire `before_fit` too, without an optimizer)
     def before_fit(self):
-        "Clear what an interrupted fit left behind; prepare `lr_find` and the W&B workaround"
+        "Clear what an interrupted fit left behind; check the Learner has one accumulator; prepare `lr_find` and the W&B workaround"
         self._release()
-        self._started = False
+        check_one_accumulator(self.learn)
         lr_finder = getattr(self.learn, 'lr_finder', None)
         if lr_finder is not None: prepare_lr_finder(self.learn, lr_finder, self._steps_per_epoch(self.dls.train))
         wandb = getattr(self.learn, 'wandb', None)
         if wandb is not None: fix_wandb_config(wandb)
 
-    def _micro_batcher(self):
+    def _start_fit(self):
+        "Read the fit: processes, the batch size, micro-batches, the loss's reduction, loggers and schedulers"
+        learn = self.learn
+        self.this_fit = f = _Fit(self, learn)
+        if f.loader_bs is None and self.batch_size.setting is None: raise ValueError(
+            "accum_bs=None takes the loader's batch, but the training loader declares no batch size (`bs` or `batch_size`). Pass accum_bs.")
+        self.batch_size.start_fit(self)
+        self.n_steps = 0
+        if f.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
+        f.batcher = self._micro_batcher(f)
+        f.sync = WindowSync(learn.model, f.world_size, manual=self._agreeing and f.world_size > 1)
+        self._check_batch_size(f)
+        f.lr_reference = self.batch_size.window_size(self)   # `lr_scale` is relative to the batch at the start
+        if self.batchnorm == 'window': self._watch_batchnorm(f)
+        f.loggers.count_steps(0)
+        learn._step = self._step   # (an instance attribute: fastai's method for everyone else, and back at the end of the fit)
+        if self._pending is not None: self._load_fit_state(self._pending)
+
+    def _micro_batcher(self, f):
         "What splits the loader's batches, when `micro_batch_size` asks for it and the loader declares its batch size"
-        mbs,bs = self.micro_batch_size,self.loader_bs
+        mbs,bs = self.micro_batch_size,f.loader_bs
         if mbs is None: return None
         if bs is None:
             if mbs == 'auto': raise ValueError("micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`, or `batch_size`).")
             return None   # a loader that does not say: `micro_batch_size` is the size of its batches
         auto = mbs == 'auto'
         size = min(self.max_micro_batch_size or bs, bs) if auto else min(mbs, bs)
+        if self.found_bs is not None and (auto or self.tune): size = min(self.found_bs, bs)   # what an earlier fit found
         return MicroBatcher(self, size, auto, self.tune) if auto or self.tune or size < bs else None
 
-    def _start_fit(self):
-        "Read the fit: processes, micro-batch size, the loss's reduction, loggers and schedulers"
-        learn = self.learn
-        self._started,self.mb.n_steps = True,0
-        self.world_size = ddp_world_size(learn)
-        self.loader_bs = loader_bs(learn.dls.train)
-        # with `micro_batch_size` and no `accum_bs`: one step per loader batch (of every process: `accum_bs` is global)
-        if self._accum_bs is None: self._accum_bs = self.loader_bs*self.world_size if self.loader_bs else self.n_acc
-        self.by_items = self.accum_items is not None
-        if not self.by_items: self._check_share(self.accum_bs)
-        self._lr_reference = self.accum_items if self.by_items else self.accum_bs   # `lr_scale` is relative to the batch at the start
-        if self.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
-        self._sync_model = no_sync_model(learn.model)
-        self.batcher = self._micro_batcher()
-        self.micro_bs = self.batcher.size if self.batcher is not None else self.loader_bs or self.micro_batch_size
-        # with 'auto' under DDP, no backward may be inside DDP's all-reduce when memory runs out: all of them run under
-        # `no_sync`, and the window's gradients are averaged after its last backward
-        self._manual_sync = self._agreeing and self.world_size > 1
-        if self._manual_sync and self._sync_model is None:
-            raise ValueError("micro_batch_size='auto' under FSDP is not supported: FSDP reduces gradients inside every backward, "
-                             'where running out of memory cannot be recovered. Pass a fixed micro_batch_size.')
-        if self.micro_bs is not None and not self.by_items and self.accum_bs//self.world_size < self.micro_bs:
-            per = f' ({self.accum_bs//self.world_size} in each of {self.world_size} processes)' if self.world_size > 1 else ''
-            warnings.warn(f'`accum_bs={self.accum_bs}`{per} is smaller than one micro-batch ({self.micro_bs} samples): '
+    def _check_batch_size(self, f):
+        "Warn of a batch below one micro-batch; refuse a global batch that processes cannot share, or an epoch that would never step"
+        bs,n = self.batch_size.window_size(self),f.world_size
+        if self.by_items: return
+        if bs % n and isinstance(self.batch_size, FixedBatchSize):
+            raise ValueError(f'`accum_bs={bs}` is the global batch size over {n} processes, and each process accumulates an '
+                             f'equal share, so it must be a multiple of {n}: pass e.g. accum_bs={bs - bs % n or n} or {bs - bs % n + n}.')
+        micro_bs = self.micro_bs
+        if micro_bs is not None and bs//n < micro_bs:
+            per = f' ({bs//n} in each of {n} processes)' if n > 1 else ''
+            warnings.warn(f'`accum_bs={bs}`{per} is smaller than one micro-batch ({micro_bs} samples): '
                           'every micro-batch steps and nothing is accumulated. Use accum_bs >= the loader batch size.')
-        self.window = AccumWindow(self._window_size(), self.drop_last, self.by_items, loss_reduction(learn.loss_func))
-        self._estimate_items = self.count_items is not None
-        self._schedulers = [cb for cb in learn.cbs if isinstance(cb, ParamScheduler)]
-        self.per_step = self.log_accum_batch or hasattr(learn, 'lr_finder')   # lr_find always works in optimizer steps
-        self.loggers = StepLoggers(learn, self.per_step)
-        self.loggers.count_steps(0)
-        self._wandb = getattr(learn, 'wandb', None)
-        # collected now, after fastai's `DistributedTrainer` (a later `before_fit`) made them `SyncBatchNorm`
-        self._batchnorms = [m for m in learn.model.modules() if isinstance(m, bn_types+(nn.SyncBatchNorm,))] if self.warn_batchnorm else []
+        sizes = epoch_sizes(self.learn.dls.train)
+        if self.drop_last and sizes and isinstance(self.batch_size, FixedBatchSize) and sum(sizes) < bs//n:
+            raise ValueError(f'`accum_bs={bs}` is more than an epoch holds ({sum(sizes)*n} samples) and drop_last=True drops the partial window: '
+                             f'no step would ever be taken. Pass accum_bs <= {sum(sizes)*n}, or drop_last=False.')
 
-    def _check_share(self, accum_bs):
-        n = self.world_size
-        if accum_bs % n:
-            raise ValueError(f'`accum_bs={accum_bs}` is the global batch size over {n} processes, and each process accumulates an '
-                             f'equal share, so it must be a multiple of {n}: pass e.g. accum_bs={accum_bs - accum_bs % n or n} or {accum_bs - accum_bs % n + n}.')
+    @property
+    def _agreeing(self): return self.micro_batch_size == 'auto'
+
+    def _watch_batchnorm(self, f):
+        "BatchNorm's running statistics of the window (a part that watches the window), where the model has BatchNorm in training"
+        try: from fastaccum.batchnorm import WindowBatchNorm, batchnorm_layers
+        except ImportError: return   # TEMPORARY until the batchnorm module lands
+        if not batchnorm_layers(self.learn.model): return
+        f.parts.append(WindowBatchNorm(self.learn.model))
+        f.parts[-1].start()
 
     def before_train(self):
         "Start the epoch with an empty window"
-        if not self._started: self._start_fit()
-        mb = self.mb
-        mb.sizes,mb.windows_done,mb.n_windows = epoch_sizes(self.learn.dl),0,None
-        self.window.reset()
-        if self.batcher is not None: self.batcher.install(self.learn)
+        if self.this_fit is None: self._start_fit()
+        f = self.this_fit
+        f.start_epoch(epoch_sizes(self.learn.dl))
+        f.window.reset()
+        if self._pending is not None: self._load_epoch_state(self._pending)
+        if f.batcher is not None: f.batcher.install(self.learn)
 
     def after_train(self):
         "A window that never stepped (dropped, its last micro-batch cancelled, or the epoch cut short) leaves no gradient behind"
-        # `planned`: a micro-batch whose training was cancelled before this callback's `after_batch` may have left its gradient
-        if self.window.held or self.mb.planned: self._drop_gradient()
-        self.window.reset()
-        self.mb.planned = False
-        self._end_sync()
-        self.loggers.show()
-        if self.mb.unscaled_lrs is not None: self._unscale_lrs()
-        if self.batcher is not None: self.batcher.remove()
+        f = self.this_fit
+        if f is None: return   # training cancelled before this callback's `before_train`: nothing started
+        self._count_interrupted_step()
+        self._drop_window(quiet=False)
+        f.sync.release()
+        f.loggers.show()
+        if f.unscaled_lrs is not None: self._unscale_lrs()
+        if f.batcher is not None: f.batcher.remove()
 
     def after_fit(self):
         "Leave nothing behind, also after `CancelFitException` mid-window"
@@ -217,15 +343,41 @@ class GradientAccumulation(BatchCallback):
 
     def _release(self):
         "Leave the Learner as fastai leaves it: no gradient of an unfinished window, no `no_sync`, loggers as they were, lrs unscaled"
-        if self.mb.unscaled_lrs is not None and self.learn.opt is not None: self._unscale_lrs()
-        self._end_sync()
-        if self.window.held or self.mb.planned: self._drop_gradient()
-        self.window.reset()
-        self.mb.planned = False
-        if self.loggers is not None: self.loggers.release(); self.loggers = None
-        if self.batcher is not None: self.batcher.remove()
+        f = self.__dict__.get('this_fit')
+        if f is None: return
+        if f.unscaled_lrs is not None and self.learn.opt is not None: self._unscale_lrs()
+        if f.sync is not None: f.sync.release()
+        self._count_interrupted_step()
+        self._drop_window(quiet=False)
+        f.loggers.release()
+        self.learn.__dict__.pop('_step', None)
+        if f.batcher is not None:
+            self.found_bs = f.batcher.size if (f.batcher.auto or f.batcher.tune) else self.found_bs
+            f.batcher.remove()
+        for part in f.parts: part.remove()
+        for hook in f.guards: hook.remove()
+        self._last_micro_bs,self._last_world_size,self.this_fit = self.micro_bs,f.world_size,None
 
-    def _drop_gradient(self):
+    def _count_interrupted_step(self):
+        "Training (or the fit) cancelled after a step, in `after_step`: the step counts, and fastai left its gradient behind"
+        mb = self.mb
+        if mb is None or mb.phase != STEPPED: return
+        mb.phase = DONE
+        self._zero_grad()
+        self._close_window(mb)
+
+    def _drop_window(self, quiet:bool=True):
+        "The window will not step: no gradient of it stays, nothing of it is counted"
+        f,mb = self.this_fit,self.mb
+        if f.window.held or (mb is not None and mb.ran): self._zero_grad()
+        f.window.reset()
+        for part in f.parts:
+            if mb is not None: part.micro_batch_ended(False)
+            part.window_dropped()
+        self.mb = None
+        if quiet: f.loggers.micro_batch_done(self._piece[2])
+
+    def _zero_grad(self):
         learn = self.learn
         if learn.opt is not None: learn.opt.zero_grad()
         else:
@@ -239,214 +391,234 @@ class GradientAccumulation(BatchCallback):
 
     def before_batch(self):
         "Plan the micro-batch: accumulate it, step after it, or skip it unrun"
-        if self.loggers.quiet: self.loggers.show()
-        learn,mb,window = self.learn,self.mb,self.window
-        if mb.unscaled_lrs is not None: self._unscale_lrs()
-        mb.planned,mb.weighed,mb.backward,mb.backward_cancelled,mb.stepping,mb.step_cancelled = True,False,False,False,False,False
-        mb.n = n = self.count_samples()
-        mb.items = n if self.count_items is None else self._count_items(n)
-        mb.amount = n if not self.by_items else mb.items if self.world_size == 1 else self._sum_over_processes(mb.items, find_device(learn.xb))
+        f,learn = self.this_fit,self.learn
+        if f.loggers.quiet: f.loggers.show()
+        if f.unscaled_lrs is not None: self._unscale_lrs()
+        window,(final,offset,share) = f.window,self._piece
+        n = self.count_samples()
+        items = n if self.count_items is None else self._count_items(n)
+        amount = n if not self.by_items else check_count('count_items', items, _COUNT_ITEMS_FIX)
+        if self.by_items and f.world_size > 1: amount = self.sum_over_processes(amount, find_device(learn.xb))
         if not window.held: self._start_window()
-        left = self._samples_left() if self.drop_last and not window.held else None
-        mb.plan = window.plan(mb.amount, learn.iter == learn.n_iter-1 and mb.final_chunk, left)
-        if mb.plan == SKIP: raise CancelBatchException()
-        if self._sync_model is not None: self._hold_sync(mb.plan == ACCUM or self._manual_sync)
+        left = f.left[learn.iter] - offset if self.drop_last and not window.held and f.left is not None and not self.by_items else None
+        plan = window.plan(amount, learn.iter == learn.n_iter-1 and final, left)
+        if plan == SKIP:
+            self.mb = None
+            raise CancelBatchException()
+        self.mb = MicroBatch(n, items, amount, plan, final, share)
+        if f.sync.active: f.sync.hold(plan == ACCUM)
 
     def _start_window(self):
-        "A new window: take up `accum_bs` (each process holds its share), and note where it starts"
-        mb = self.mb
-        self.window.size = self._window_size()
-        mb.window_pct = self.learn.pct_train
-        if self._wandb is not None: mb.window_start = time.perf_counter()
-
-    def _window_size(self):
-        "What a window holds before it steps, in this process: its share of `accum_bs`; or `accum_items`, counted over all processes"
-        return self.accum_items if self.by_items else self.accum_bs//self.world_size
-
-    def _samples_left(self):
-        sizes = self.mb.sizes
-        if sizes is None or self.by_items: return None   # nobody knows the items to come
-        return sum(sizes[self.learn.iter:]) - self.mb.chunk_offset   # (a loader batch may be under way, split in micro-batches)
+        "A new window: ask the batch size's owner for its size (each process holds its share), and note where it starts"
+        f = self.this_fit
+        size = self.batch_size.window_size(self)
+        f.window.size = size if self.by_items else size//f.world_size
+        f.window_pct,f.window_total = self.learn.pct_train,None
+        f.loggers.window_started()
 
     def _count_items(self, n):
-        items = check_count('count_items', self.count_items(self.learn), _COUNT_ITEMS_FIX)
-        if self._estimate_items:   # the scale of the accumulating gradient: once per fit, alike in every process
+        "The micro-batch's items, kept as given (a tensor stays on its device: it is read once per step, at the window's close)"
+        items = self.count_items(self.learn)
+        f = self.this_fit
+        if isinstance(items, torch.Tensor) and items.numel() == 1 and _stays_on_device(items) and not f.estimate_items: return items
+        items = check_count('count_items', items, _COUNT_ITEMS_FIX)
+        if f.estimate_items:   # the scale of the accumulating gradient: once per fit, alike in every process
             per_sample = max(items, 1)/n
-            if self.world_size > 1: per_sample = self._sum_over_processes(per_sample, find_device(self.learn.xb))/self.world_size
-            self.window.items_per_sample,self._estimate_items = per_sample,False
+            if f.world_size > 1: per_sample = self.sum_over_processes(per_sample, find_device(self.learn.xb))/f.world_size
+            f.window.items_per_sample,f.estimate_items = per_sample,False
         return items
 
-    def after_loss(self):
-        "Weigh the loss by its share of the window, in the backward pass; at the window's last micro-batch, rescale what it holds first"
-        learn,mb,window = self.learn,self.mb,self.window
-        if mb.plan != STEP: mb.weight = window.weight(mb.items)
-        elif window.held or self.world_size > 1 or not (mb.items or window.reduction == 'sum'):
-            self._close_weights(); mb.weight = window.weight(mb.items)
-        else: mb.window_items,mb.weight = mb.items,1.   # a window of one micro-batch: its own loss, as it is
-        # a micro-batch without items has no mean loss (0/0): it adds nothing, and must not add NaN
-        if not mb.items and window.reduction == 'mean': learn.loss_grad = _zero_loss(learn.pred, learn.loss_grad)
-        # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
-        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left: `after_cancel_batch`)
-        mb.weighed,mb.hooked = True,mb.weight != 1 or window.held
-        if mb.hooked and learn.loss_grad.grad_fn is not None: learn.loss_grad.grad_fn.register_prehook(self._weigh_gradient)
+    def before_backward(self):
+        "Weigh the loss as it goes into the backward (where it is final); at the window's last micro-batch, rescale what it holds first"
+        learn,mb,f = self.learn,self.mb,self.this_fit
+        if mb.plan == STEP: self._close_weights()
+        mb.weight = f.window.weight(mb.items)
+        if self.count_items is not None and f.window.reduction == 'mean': self._guard_no_items()
+        grad_fn = learn.loss_grad.grad_fn
+        if grad_fn is not None: grad_fn.register_prehook(self._weigh_gradient)
+        mb.phase = WEIGHED
+
+    def _guard_no_items(self):
+        "A micro-batch without items has no mean loss (0/0): it adds nothing, and must not add NaN"
+        learn,items,f = self.learn,self.mb.items,self.this_fit
+        if isinstance(items, torch.Tensor): return self._guard_gradients(items > 0)   # a count on the device: not read here
+        f.nonzero = None
+        if not items: learn.loss_grad = _zero_loss(learn.pred, learn.loss_grad)
+
+    def _guard_gradients(self, nonzero):
+        "With counts on the device: each parameter's gradient of this micro-batch is kept only if it has items (no sync, no NaN)"
+        f = self.this_fit
+        f.nonzero = nonzero
+        if not f.guards: f.guards = [p.register_hook(self._drop_without_items) for p in self.learn.model.parameters() if p.requires_grad]
+
+    def _drop_without_items(self, grad):
+        nonzero = self.this_fit.nonzero
+        return grad if nonzero is None else torch.where(nonzero, grad, 0.)
 
     def _close_weights(self):
         "Rescale the window's gradient so that, with this micro-batch's, the step is the mean over the window's items"
-        window = self.window
+        f = self.this_fit
+        window = f.window
         total = window.items + self.mb.items
-        if self.world_size > 1: total = self._sum_over_processes(total, self.learn.loss_grad.device)
+        total = check_count('count_items', total, _COUNT_ITEMS_FIX) if isinstance(total, torch.Tensor) else total   # one read a step
+        if f.world_size > 1: total = self.sum_over_processes(total, self.learn.loss_grad.device)
         if window.reduction == 'mean' and not total:
             raise ValueError('`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. ' + _COUNT_ITEMS_FIX)
-        self.mb.window_items = total   # the window's items (over all processes), as the step averages over them
-        factor = window.close(total, self.world_size)
+        f.window_total = total   # the window's items (over all processes), as the step averages over them
+        factor = window.close(total, f.world_size)
         if factor != 1 and window.held:
             grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]
             if grads: torch._foreach_mul_(grads, factor)
 
     def _weigh_gradient(self, grads):
         "Runs as the micro-batch's backward starts: it is being accumulated, with its weight"
-        self.mb.backward = True
-        weight = self.mb.weight
-        return None if weight == 1 else (grads[0]*weight,)
+        mb = self.mb
+        mb.phase = RAN
+        weight = mb.weight
+        return None if not isinstance(weight, torch.Tensor) and weight == 1 else (grads[0]*weight,)
+
+    def after_cancel_backward(self):
+        if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = BACKWARD_CANCELLED
 
     def before_step(self):
         "Skip the step (and fastai's `zero_grad`) inside a window; the window's last micro-batch steps with the large batch's hyper-parameters"
-        mb = self.mb
-        if not mb.hooked and not mb.backward_cancelled: mb.backward = True
-        if mb.plan != STEP or not mb.backward: raise CancelBatchException()
-        if self._manual_sync: self._average_gradients()
-        mb.stepping = True
-        if self._schedulers: self._set_step_hypers()
+        mb,f = self.mb,self.this_fit
+        if mb.plan != STEP or mb.phase != RAN: raise CancelBatchException()
+        if f.sync.manual: self._average_gradients()
+        mb.phase = STEPPING
+        if f.schedulers: self._set_step_hypers()
         if self.lr_scale is not None: self._scale_lrs()
 
-    def after_cancel_backward(self): self.mb.backward_cancelled = True
+    def _step(self):
+        "fastai's `Learner._step` for the fit (set on the Learner): the optimizer steps, and the micro-batch knows it did"
+        self.learn.opt.step()
+        self.mb.phase = STEPPED
 
     def after_cancel_batch(self):
-        "A micro-batch cancelled after a backward without the hook (a window's only micro-batch) left a gradient in an empty window"
-        mb = self.mb
-        if mb.weighed and not mb.hooked and not mb.backward and not mb.backward_cancelled: mb.backward = _has_gradient(self.learn.model)
+        "Cancelled after its step (in `after_step`): fastai skips `zero_grad`, so the window's gradient is cleared here"
+        if self.mb is not None and self.mb.phase == STEPPED: self._zero_grad()
 
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (e.g. an fp16 overflow): the window ends with it"
-        self.mb.step_cancelled = True
+        if self.mb is not None and self.mb.ran: self.mb.phase = STEP_CANCELLED
 
     def after_batch(self):
         "Count the micro-batch if its backward ran; after the window's step, close it; show the loggers one point per step"
-        mb,window = self.mb,self.window
-        if not mb.planned: return self._quiet()   # cancelled before this callback saw it: nothing ran
-        mb.planned = False
-        closes = mb.plan == STEP and mb.backward and (mb.stepping or mb.step_cancelled)
-        if mb.backward and (window.held or not closes):   # a window of one micro-batch needs no sum
-            window.add(mb.n, mb.items, self.learn.loss.detach() if self.per_step else None, mb.amount)
-        if closes: self._close_window()
-        elif mb.step_cancelled: self._drop_window()
-        else:
-            if self.per_step and mb.backward: self._accumulate_train_metrics()
-            self._quiet()
-        # W&B adds a batch to its epoch at each row it logs: a micro-batch is a share of one
-        if mb.share != 1 and self._wandb is not None and not self.loggers.quiet: wandb_count_batch(self._wandb, self.learn.n_iter, mb.share, logged=True)
+        mb,f = self.mb,self.this_fit
+        if mb is None or mb.phase == DONE:   # cancelled before this callback saw it: nothing ran
+            self.mb = None
+            return f.loggers.micro_batch_done(self._piece[2])
+        if mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # fastai zeroed the window's gradient
+        # a window's last micro-batch whose step was skipped (e.g. an fp16 overflow) is logged, as fastai logs a skipped step
+        kept,stepped,skipped = mb.ran,mb.phase in (STEPPED, STEP_CANCELLED),mb.phase == STEP_CANCELLED
+        mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
+        if kept: f.window.add(mb.n, mb.items, self.learn.loss.detach() if f.loggers.per_step else None, mb.amount)
+        for part in f.parts: part.micro_batch_ended(kept)
+        if stepped: return self._close_window(mb, skipped)
+        if kept and f.loggers.per_step: self._accumulate_train_metrics()
+        f.loggers.micro_batch_done(mb.share)
 
-    def _close_window(self):
-        "After the step: count it, hand the loggers the window's loss, empty the window"
-        window,mb = self.window,self.mb
-        mb.n_steps += 1
-        mb.windows_done += 1
+    def _close_window(self, mb, skipped:bool=False):
+        "After the step (or its skipping, `skipped`): count it, hand the loggers the window's loss, empty the window"
+        f = self.this_fit
+        window = f.window
+        if not skipped: f.n_steps += 1
+        f.windows_done += 1
+        self.n_steps = f.n_steps
+        for part in f.parts: part.window_closed()
         if window.samples > mb.n:   # more than one micro-batch
-            if self._batchnorms: self._warn_batchnorm()
-            if self.per_step:
-                self.learn.loss = window.mean_loss()
-                if self._wandb is not None: wandb_time_window(self._wandb, mb.window_start, mb.n, window.samples)
-        if self.loggers.counters: self.loggers.count_steps(mb.n_steps)
-        if self.batcher is not None: self.batcher.window_closed(window.samples or mb.n, (window.held or mb.amount) >= window.size)   # (a window of one micro-batch holds nothing: see `after_batch`)
+            if self.warn_batchnorm and not f.warned: self._warn_batchnorm(f)
+            if f.loggers.per_step: self.learn.loss = window.mean_loss()
+        f.loggers.window_closed(mb.n, window.samples)
+        f.loggers.micro_batch_done(mb.share, steps=True)
+        if f.loggers.counters: f.loggers.count_steps(f.n_steps)
+        if f.batcher is not None: f.batcher.window_closed(window.samples, window.held >= window.size)
+        self._on_step()
         window.reset()
 
-    def _drop_window(self):
-        "fastai zeroed the gradient (a step another callback cancelled mid-window): the window starts again"
-        self.window.reset()
-        self._quiet()
+    def _on_step(self): pass   # after each step, before the window empties: for subclasses (the schedule records its history)
 
-    def _quiet(self):
-        "This micro-batch does not step: with one point per step, the loggers skip it"
-        if not self.per_step: return
-        self.loggers.silence()
-        if self._wandb is not None: wandb_count_batch(self._wandb, self.learn.n_iter, self.mb.share, logged=False)
+    def restart_window(self):
+        "The window is undone (after running out of memory, by `MicroBatcher`): empty it and let the loggers run"
+        f = self.this_fit
+        f.window.reset()
+        for part in f.parts: part.window_dropped()
+        self.mb,f.n_windows = None,None
+        f.loggers.show()
 
-    @property
-    def _agreeing(self): return self.batcher is not None and self.batcher.auto
-
-    def _sum_over_processes(self, value, device, out_of_memory:bool=False):
+    def sum_over_processes(self, value, # A number this process holds (a count)
+                           device, # Where the process's tensors live
+                           out_of_memory:bool=False, # With `micro_batch_size='auto'`: whether this process ran out of memory in the window
+                          ):
         "The sum of `value` over the processes; with `micro_batch_size='auto'`, each also says whether it ran out of memory"
         if not self._agreeing: return all_reduce_sum(value, device)
         total,failed = all_reduce_sums([value, float(out_of_memory)], device)
         if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
         return total
 
-    # -- DDP: one all-reduce per window
-    def _hold_sync(self, hold:bool):
-        "Inside a window, backward runs under DDP's `no_sync` (gradients add up locally); the window's last micro-batch synchronizes"
-        if not hold: self._end_sync()
-        elif self._sync is None:
-            self._sync = self._sync_model.no_sync()
-            self._sync.__enter__()
-
     def _average_gradients(self):
         "With 'auto' under DDP: agree that no process ran out of memory in the window, then average the gradients"
-        device = self.learn.loss_grad.device
-        self._sum_over_processes(0., device)   # raises `OutOfMemoryElsewhere` if one did
-        all_reduce_gradients([p for p,*_ in self.learn.opt.all_params(with_grad=True)], self.world_size)
+        self.sum_over_processes(0., self.learn.loss_grad.device)   # raises `OutOfMemoryElsewhere` if one did
+        self.this_fit.sync.average([p for p,*_ in self.learn.opt.all_params(with_grad=True)])
 
-    def _end_sync(self):
-        if self._sync is not None:
-            self._sync.__exit__(None, None, None)
-            self._sync = None
+    # -- inference: split like training
+    def before_validate(self):
+        "With `micro_batch_size`, inference (validation, `get_preds`) runs in micro-batches too"
+        if self.micro_batch_size is None: return
+        mbs = self.micro_batch_size
+        size = mbs if isinstance(mbs, int) else self.micro_bs or self.max_micro_batch_size   # 'auto': what training found, if it ran
+        self._splitter = InferenceSplitter(self.learn, size, auto=self._agreeing)
+
+    def after_validate(self):
+        splitter = self.__dict__.pop('_splitter', None)
+        if splitter is not None: splitter.remove()
 
     # -- the step's place in training, for fastai's schedulers
     def step_position(self)->float:
         "The step's place in training, as the large batch's `pct_train` at that step: (epoch + window index / windows per epoch) / epochs"
-        mb = self.mb
-        if mb.n_windows is None: mb.n_windows = self._windows_per_epoch()
-        if not mb.n_windows: return mb.window_pct   # the loader cannot tell: where the window started
-        return (self.learn.epoch + min(mb.windows_done, mb.n_windows-1)/mb.n_windows)/self.learn.n_epoch
+        f = self.this_fit
+        if f.n_windows is None: f.n_windows = self._windows_per_epoch()
+        if not f.n_windows: return f.window_pct   # the loader cannot tell: where the window started
+        return (self.learn.epoch + min(f.windows_done, f.n_windows-1)/f.n_windows)/self.learn.n_epoch
 
     def _windows_per_epoch(self):
-        sizes = self.mb.sizes
-        if sizes is None or self.by_items: return 0
-        if self.batcher is not None: sizes = [s for n in sizes for s in split_sizes(n, self.batcher.size)]
-        return plan_epoch(sizes, self._window_size(), self.drop_last).count(STEP)
+        f = self.this_fit
+        if f.sizes is None or self.by_items: return 0
+        sizes = f.sizes if f.batcher is None else [s for n in f.sizes for s in split_sizes(n, f.batcher.size)]
+        return plan_epoch(sizes, f.window.size, self.drop_last).count(STEP)
 
     def _steps_per_epoch(self, dl):
         sizes = epoch_sizes(dl)
-        if sizes is None or self.accum_items is not None: return None
-        return plan_epoch(sizes, self._accum_bs or loader_bs(dl) or self.n_acc, self.drop_last).count(STEP)
+        if sizes is None or self.by_items: return None
+        bs = self.batch_size.setting or loader_bs(dl) or self.n_acc
+        return plan_epoch(sizes, bs, self.drop_last).count(STEP)
 
     def _scale_lrs(self):
         "`lr_scale`: the step's learning rates, times `lr_factor`; the next micro-batch (or the epoch's end) gets them back"
-        opt,mb = self.learn.opt,self.mb
-        mb.unscaled_lrs,factor = [h['lr'] for h in opt.hypers],self.lr_factor(self.in_use)
-        opt.set_hyper('lr', [lr*factor for lr in mb.unscaled_lrs])
+        opt,f = self.learn.opt,self.this_fit
+        f.unscaled_lrs,factor = [h['lr'] for h in opt.hypers],self.lr_factor(self.in_use)
+        opt.set_hyper('lr', [lr*factor for lr in f.unscaled_lrs])
 
     def _unscale_lrs(self):
-        self.learn.opt.set_hyper('lr', self.mb.unscaled_lrs)
-        self.mb.unscaled_lrs = None
+        f = self.this_fit
+        self.learn.opt.set_hyper('lr', f.unscaled_lrs)
+        f.unscaled_lrs = None
 
     def _set_step_hypers(self):
         "Have fastai's schedulers set the hyper-parameters at the step's place in training (`LRFinder` counts steps)"
         learn = self.learn
         micro_pct,learn.pct_train = learn.pct_train,self.step_position()
         try:
-            for sched in self._schedulers:
+            for sched in self.this_fit.schedulers:
                 if sched.run: sched.before_batch()
         finally: learn.pct_train = micro_pct
 
     # -- what the loggers need
-    def _warn_batchnorm(self):
-        "BatchNorm sees micro-batches, not the window: say so once per fit, with the remedies"
-        if any(m.training for m in self._batchnorms):
-            warnings.warn(f'The model has BatchNorm layers, and this window held {self.window.samples} samples in several micro-batches: '
-                          'BatchNorm computes its batch statistics over each micro-batch, not over the window, so training differs '
-                          'from the large batch. Remedies: GroupNorm or LayerNorm instead of BatchNorm; BatchNorm statistics kept fixed '
-                          "(eval mode, e.g. fastai's BnFreeze for frozen layers); or a larger micro-batch. Pass warn_batchnorm=False to silence this.")
-            self._batchnorms = []   # once per fit
+    def _warn_batchnorm(self, f):
+        "BatchNorm normalises each micro-batch with its own statistics: say so once per fit, short"
+        layers = [m for m in self.learn.model.modules() if isinstance(m, bn_types+(nn.SyncBatchNorm,)) and m.training]
+        if layers: warnings.warn(_batchnorm_message(self.batchnorm))
+        f.warned = True
 
     def _accumulate_train_metrics(self):
         "The Recorder is silent on this micro-batch: feed its train metrics (not the loss) ourselves"
@@ -454,27 +626,40 @@ class GradientAccumulation(BatchCallback):
         if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
             for metric in recorder.metrics: metric.accumulate(self.learn)
 
-# %% ../nbs/10_accumulate.ipynb #a0b1c2d3
-_FASTACCUM_ONLY = {'accum_bs', 'micro_batch_size', 'log_accum_batch', 'drop_last', 'warn_batchnorm', 'count_items', 'accum_items'}
-_IMPORT_FIX = ("a star import of fastai after `from fastaccum.all import *` replaced fastaccum's class. Import fastaccum after "
-               "fastai, or import the class by name: `from fastaccum.all import GradientAccumulation`.")
+    # -- a checkpoint's share (`TrainingCheckpoint`): at a step boundary, the window is empty
+    def state_dict(self)->dict:
+        "What resuming at a step boundary needs: the batch size's owner, the fit's steps, the epoch's windows, the sizes found"
+        f = self.this_fit
+        return dict(batch_size=self.batch_size.state_dict(), n_steps=self.n_steps, found_bs=self.micro_bs if f is not None else self.found_bs,
+                    windows_done=None if f is None else f.windows_done, lr_reference=None if f is None else f.lr_reference,
+                    items_per_sample=None if f is None else f.window.items_per_sample, estimate_items=None if f is None else f.estimate_items)
 
-def _explain_shadowing():
-    "Make fastai's `GradientAccumulation` say so when it is created by mistake for fastaccum's"
-    from fastai.callback import training
-    fastai_cls = training.GradientAccumulation
-    upstream = fastai_cls.__init__
-    if getattr(upstream, 'fastaccum_check', False): return
-    @functools.wraps(upstream)
-    def __init__(self, *args, **kwargs):
-        mistaken = sorted(set(kwargs) & _FASTACCUM_ONLY)
-        if mistaken: raise TypeError(f"This is fastai's `GradientAccumulation(n_acc)`, which takes no {', '.join(mistaken)}: " + _IMPORT_FIX)
-        caller = sys._getframe(1).f_globals
-        schedule = caller.get('GradientAccumulationSchedule')
-        if caller.get('GradientAccumulation') is fastai_cls and getattr(schedule, '__module__', '').startswith('fastaccum'):
-            warnings.warn("`GradientAccumulation` here is fastai's, not fastaccum's: " + _IMPORT_FIX, stacklevel=2)
-        upstream(self, *args, **kwargs)
-    __init__.fastaccum_check = True
-    fastai_cls.__init__ = __init__
+    def load_state_dict(self, state:dict):
+        "Take `state` up: at once for what the fit has started, the rest when its training (and the epoch) starts"
+        self._pending = state
+        self.batch_size.load_state_dict(state['batch_size'])
+        self.found_bs = state['found_bs']
+        if self.this_fit is not None: self._load_fit_state(state)
 
-_explain_shadowing()
+    def _load_fit_state(self, state):
+        f = self.this_fit
+        self.batch_size.load_state_dict(state['batch_size'])
+        self.n_steps = f.n_steps = state['n_steps']
+        if state['lr_reference'] is not None: f.lr_reference = state['lr_reference']
+        if state['items_per_sample'] is not None: f.window.items_per_sample,f.estimate_items = state['items_per_sample'],state['estimate_items']
+        if f.batcher is not None and state['found_bs']: f.batcher.size = state['found_bs']
+        f.loggers.count_steps(f.n_steps)
+
+    def _load_epoch_state(self, state):
+        if state['windows_done'] is not None: self.this_fit.windows_done = state['windows_done']
+        self._pending = None
+
+def check_one_accumulator(learn, # The `Learner` about to train
+                         ):
+    "One accumulation callback per Learner: two would weigh (or step) the same micro-batches twice"
+    from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
+    found = [cb for cb in learn.cbs if isinstance(cb, (GradientAccumulation, FastaiGradientAccumulation))]
+    if len(found) > 1:
+        names = ', '.join(f"{type(cb).__module__.split('.')[0]}'s {type(cb).__name__}" for cb in found)
+        raise ValueError(f'The Learner has {len(found)} accumulation callbacks ({names}): each would weigh and step the same '
+                         'micro-batches. Keep one, and remove the others with learn.remove_cb(...).')

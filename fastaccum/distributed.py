@@ -11,7 +11,7 @@ from packaging.version import Version
 
 # %% auto #0
 __all__ = ['ddp_world_size', 'all_reduce_sums', 'is_fsdp', 'no_sync_model', 'all_reduce_gradients',
-           'fix_distributed_dl_broadcast']
+           'fix_distributed_dl_broadcast', 'WindowSync']
 
 # %% ../nbs/21_distributed.ipynb #9a5e1e45
 def ddp_world_size(learn, # A `Learner`
@@ -80,3 +80,40 @@ def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai
     if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
     for dl in dls.loaders:
         if type(dl).__name__ == 'DistributedDL': dl._broadcast = _cpu_broadcast
+
+# %% ../nbs/21_distributed.ipynb #7a1c0e12
+class WindowSync:
+    "Hold DDP's gradient all-reduce for a window's micro-batches and let its last one synchronize; with `manual`, average by hand at the step"
+    def __init__(self,
+        model, # The Learner's model (a DDP model, or anything else: then there is nothing to hold)
+        world_size:int=1, # Processes averaging gradients
+        manual:bool=False, # Hold every backward, and average the gradients at the step (`average`)
+    ):
+        self.model,self.world_size,self.manual,self.context = no_sync_model(model),world_size,manual,None
+        if manual and world_size > 1 and self.model is None:
+            raise ValueError("micro_batch_size='auto' under FSDP is not supported: FSDP reduces gradients inside every backward, "
+                             'where running out of memory cannot be recovered. Pass a fixed micro_batch_size.')
+
+    @property
+    def active(self)->bool:
+        "Whether there is a DDP model to hold"
+        return self.model is not None
+
+    def hold(self, accumulating:bool, # Whether the micro-batch about to run accumulates (its window does not step after it)
+            ):
+        "Enter `no_sync` for an accumulating micro-batch (every one, with `manual`); leave it for a window's last one"
+        if not (accumulating or self.manual): self.release()
+        elif self.context is None:
+            self.context = self.model.no_sync()
+            self.context.__enter__()
+
+    def average(self, params:list, # The parameters whose gradients to average (the same, in the same order, in every process)
+               ):
+        "With `manual`: average the window's gradients over the processes"
+        if self.manual and self.world_size > 1: all_reduce_gradients(params, self.world_size)
+
+    def release(self):
+        "Leave `no_sync` if inside it (at a window's last micro-batch, an interruption, or the end of a fit)"
+        if self.context is not None:
+            context,self.context = self.context,None
+            context.__exit__(None, None, None)

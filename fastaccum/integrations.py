@@ -24,7 +24,7 @@ STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
 def _is_a(cb, names): return any(c.__name__ in names for c in type(cb).__mro__)
 
 class StepLoggers:
-    "The callbacks of a `Learner` that should see one training batch per optimizer step"
+    "The callbacks of a `Learner` that should see one training batch per optimizer step, and W&B's counters (its one adapter)"
     def __init__(self,
         learn, # The `Learner`
         per_step:bool=True, # Log per step (silence the loggers on the other micro-batches); `False` leaves them be
@@ -32,7 +32,9 @@ class StepLoggers:
         self.cbs = [cb for cb in learn.cbs if _is_a(cb, PER_STEP_LOGGERS)] if per_step else []
         self.flags = [cb.run_train for cb in self.cbs]
         self.counters = [cb for cb in learn.cbs if _is_a(cb, STEP_COUNTERS) and (per_step or _is_a(cb, ('LRFinder',)))]
-        self.quiet = False
+        self.per_step,self.quiet,self.learn = per_step,False,learn
+        self.wandb = getattr(learn, 'wandb', None)   # fastai's `WandbCallback`: its epoch axis and timer need telling
+        self.window_start = None
 
     def silence(self):
         "Skip the loggers' training events until `show`: the current micro-batch does not step"
@@ -57,22 +59,39 @@ class StepLoggers:
         self.show()
         for cb in self.counters: cb.__dict__.pop('train_iter', None)
 
+    # -- the window's events, as the loggers see them
+    def window_started(self):
+        "A window starts: W&B's samples/sec will be timed from here"
+        if self.wandb is not None: self.window_start = time.perf_counter()
+
+    def micro_batch_done(self,
+        share:float=1., # The micro-batch's share of its loader batch
+        steps:bool=False, # Whether its window stepped after it (the loggers log it)
+    ):
+        "After a micro-batch: silence the loggers if it did not step (with one point per step); W&B's epoch advances by its share"
+        logged = steps or not self.per_step
+        if not logged: self.silence()
+        # W&B adds a whole batch to its epoch at each row it logs: a micro-batch is a share of one
+        if self.wandb is not None and (share != 1 or not logged): wandb_count_batch(self.wandb, self.learn.n_iter, share, logged)
+
+    def window_closed(self,
+        n_last:int, # Samples of the window's last micro-batch
+        n_window:int, # Samples of the whole window
+    ):
+        "The window stepped: W&B's samples/sec is the window's"
+        if self.wandb is not None and self.window_start is not None and n_window > n_last:
+            wandb_time_window(self.wandb, self.window_start, n_last, n_window)
+
 # %% ../nbs/20_integrations.ipynb #b0c1d2e4
 _BATCH_EVENTS = frozenset(_inner_loop)
 _CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException, CancelTrainException, CancelValidException)
-_NOT_A_BATCH_EVENT = object()
 
 class BatchCallback(Callback):
     "A `Callback` (for training only) whose batch events are dispatched directly: fastai's dispatch, made quick for the events of every batch"
     run_valid = False
-    _batch_handlers = dict.fromkeys(_BATCH_EVENTS)   # none defined here
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        cls._batch_handlers = {event: getattr(cls, event, None) for event in _BATCH_EVENTS}   # looked up once, not at every batch
-
     def __call__(self, event_name):
-        method = self._batch_handlers.get(event_name, _NOT_A_BATCH_EVENT)
-        if method is _NOT_A_BATCH_EVENT: return super().__call__(event_name)
+        if event_name not in _BATCH_EVENTS: return super().__call__(event_name)
+        method = getattr(type(self), event_name, None)   # looked up now, so that `@patch` on a handler takes effect
         if method is None or not (self.run and self.run_train and self.learn.training): return None
         try: return method(self)
         except _CANCELS: raise
@@ -103,6 +122,13 @@ def wandb_log_with_next_step(wandb_cb, # fastai's `WandbCallback`
     "Log `values` into the history row W&B's callback writes next"
     import wandb
     wandb.log(values, step=wandb_cb._wandb_step+1)
+
+def log_beside_step(learn, # The `Learner`
+                    **values, # Names and values to log (e.g. `accum_bs=64`)
+                   ):
+    "Log `values` into the W&B row of the step being logged, when a W&B run logs this fit (the one way fastaccum's parts write to W&B)"
+    wandb_cb = getattr(learn, 'wandb', None)
+    if wandb_cb is not None and getattr(wandb_cb, 'run', None) is not None and wandb_cb.run_train: wandb_log_with_next_step(wandb_cb, **values)
 
 # %% ../nbs/20_integrations.ipynb #6e0299d3
 def _wandb_config_crashes()->bool:

@@ -16,10 +16,10 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.torch_core import find_bs, find_device
 from .window import STEP
 from .distributed import all_reduce_sums
-from .integrations import wandb_log_with_next_step
+from .integrations import log_beside_step
 
 # %% auto #0
-__all__ = ['is_out_of_memory', 'OutOfMemoryElsewhere', 'split_sizes', 'slice_batch']
+__all__ = ['is_out_of_memory', 'OutOfMemoryElsewhere', 'split_sizes', 'slice_batch', 'concat_outputs']
 
 # %% ../nbs/13_micro_batch.ipynb #5a1b2c42
 _OOM_SIGNS = ('out of memory', 'CUBLAS_STATUS_ALLOC_FAILED', 'CUDNN_STATUS_ALLOC_FAILED',
@@ -76,10 +76,11 @@ class MicroBatcher:
         if self.tune and not self.tuned and self.trials is None: self.trials = dict(sizes=self._candidates(), seconds={}, current=None, start=None)
 
     def remove(self):
-        "Give `one_batch` back to fastai, and fastai's counters their every batch"
+        "Give `one_batch` back to fastai, and fastai's counters their every batch (also from inside a batch: the loop then stops)"
         if self.learn is None: return
         self.learn.__dict__.pop('one_batch', None)
         for cb in self.counters: object.__setattr__(cb, 'run_train', True)
+        self.cb._piece = (True, 0, 1.)
         self.learn,self.batches,self.snapshot = None,[],None
 
     def one_batch(self, i, b):
@@ -105,7 +106,8 @@ class MicroBatcher:
             i,b = self.batches[k]
             n = find_bs(b)
             while offset < n:
-                if not self.cb.window.held: k = self._window_starts(k, offset)   # (`tune` may change the size here)
+                if self.learn is None: return   # removed mid-batch (`learn.remove_cb`): fastai's loop goes on without us
+                if not self.cb.window_held: k = self._window_starts(k, offset)   # (`tune` may change the size here)
                 size = split_sizes(n-offset, self.size)[0]
                 self._micro_batch(i, b, n, offset, size)
                 offset += size
@@ -113,10 +115,10 @@ class MicroBatcher:
 
     def _micro_batch(self, i, b, n, offset, size):
         "fastai's batch loop on samples `offset:offset+size` of loader batch `i`; fastai's counters advance at its last micro-batch"
-        learn,mb = self.learn,self.cb.mb
+        learn = self.learn
         last = offset+size == n
         learn.iter = i
-        mb.final_chunk,mb.chunk_offset,mb.share = last,offset,size/n
+        self.cb._piece = (last, offset, size/n)
         for cb in self.counters: object.__setattr__(cb, 'run_train', last)   # `pct_train`, `train_iter`: once per loader batch
         learn._split(slice_batch(b, n, offset, offset+size))
         learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
@@ -147,12 +149,12 @@ class MicroBatcher:
         "After running out of memory: tell the other processes, free the memory, halve the size, undo the window"
         cb = self.cb
         if cb.world_size > 1 and not isinstance(error, OutOfMemoryElsewhere):   # tell the others, at their next sum of the window
-            cb._sum_over_processes(0., find_device(self.batches[0][1]), out_of_memory=True)
+            cb.sum_over_processes(0., find_device(self.batches[0][1]), out_of_memory=True)
         self._free()
         if self.size == 1:
             raise modify_exception(error, "(micro_batch_size='auto': micro-batches of 1 sample run out of memory too. "
                                    'Free memory (a smaller model, MixedPrecision, activation checkpointing) or use a larger device.)')
-        self.size = cb.micro_bs = self.size//2
+        self.size = self.size//2
         if self.trials is not None: self.trials = dict(sizes=self._candidates(), seconds={}, current=None, start=None)
         self._restore()
 
@@ -161,7 +163,7 @@ class MicroBatcher:
         learn = self.learn
         autocast = getattr(getattr(learn, 'mixed_precision', None), 'autocast', None)
         if autocast is not None and torch.is_autocast_enabled(autocast.device): autocast.__exit__(None, None, None)
-        self.cb._end_sync()
+        self.cb.this_fit.sync.release()
         learn.pred = learn.loss = learn.loss_grad = None
         for p in learn.model.parameters(): p.grad = None   # part of it may already be written
         states = getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', None)   # the GradScaler's, if it got to its step
@@ -177,9 +179,7 @@ class MicroBatcher:
         for metric,state in saved['metrics']: vars(metric).update({k: _copy(v) for k,v in state.items()})
         for t,value in saved['buffers']: t.copy_(value)
         if saved['wandb_epoch'] is not None: learn.wandb._wandb_epoch = saved['wandb_epoch']
-        cb.window.reset()
-        cb.mb.planned,cb.mb.n_windows = False,None
-        cb.loggers.show()
+        cb.restart_window()
 
     # -- `tune`: time the candidates, one window each, after one window to warm up
     def _candidates(self):
@@ -191,7 +191,7 @@ class MicroBatcher:
         trials = self.trials
         untimed = [s for s in trials['sizes'] if s not in trials['seconds']]
         trials['current'] = untimed[0] if trials['start'] is not None or trials['current'] is not None else 'warm-up'
-        if isinstance(trials['current'], int): self.size = self.cb.micro_bs = trials['current']
+        if isinstance(trials['current'], int): self.size = trials['current']
         trials['start'] = _clock()
 
     def window_closed(self, samples:int, # The samples the window held
@@ -209,7 +209,7 @@ class MicroBatcher:
         sizes,seconds = self.trials['sizes'],self.trials['seconds']
         times = [seconds[s] for s in sizes]
         if self.cb.world_size > 1: times = all_reduce_sums(times, find_device(self.batches[-1][1]))
-        self.size = self.cb.micro_bs = sizes[min(range(len(sizes)), key=times.__getitem__)]
+        self.size = sizes[min(range(len(sizes)), key=times.__getitem__)]
         self.trials,self.tuned = None,True   # chosen for the whole fit
 
     def _tell(self):
@@ -217,11 +217,67 @@ class MicroBatcher:
         how = ['found by micro_batch_size="auto"'] if self.auto else []
         if self.tune: how.append('the fastest of those tried')
         print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(how)})')
-        wandb = getattr(self.learn, 'wandb', None)
-        if wandb is not None and getattr(wandb, 'run', None) is not None: wandb_log_with_next_step(wandb, micro_bs=self.size)
+        log_beside_step(self.learn, micro_bs=self.size)
         self.told = self.size
 
 def _clock():
     "Seconds, with the device's queued work finished first (for `tune`'s timings)"
     if torch.cuda.is_available(): torch.cuda.synchronize()
     return time.perf_counter()
+
+# %% ../nbs/13_micro_batch.ipynb #7a1c0e22
+def concat_outputs(outputs:list, # The model's outputs for consecutive micro-batches
+                  ):
+    "The outputs of micro-batches put together along the batch dimension, as the whole batch's (tensors, and tuples, lists and dicts of them)"
+    first = outputs[0]
+    if isinstance(first, torch.Tensor): return torch.cat(outputs) if first.ndim else first
+    if isinstance(first, (tuple, list)): return type(first)(concat_outputs(list(o)) for o in zip(*outputs))
+    if isinstance(first, dict): return {k: concat_outputs([o[k] for o in outputs]) for k in first}
+    return first
+
+# %% ../nbs/13_micro_batch.ipynb #7a1c0e25
+class InferenceSplitter:
+    "Runs each inference batch's forward in micro-batches of at most `size` samples (`None`: whole, until memory runs out with `auto`)"
+    def __init__(self,
+        learn, # The `Learner`, about to validate or predict
+        size:int|None, # The largest micro-batch
+        auto:bool=False, # On out-of-memory, halve `size` and run the batch again
+    ):
+        store_attr()
+        learn.one_batch = self.one_batch
+
+    def remove(self):
+        "Give `one_batch` back to fastai"
+        self.learn.__dict__.pop('one_batch', None)
+
+    def one_batch(self, i, b):
+        "fastai's inference batch, its forward in micro-batches"
+        learn = self.learn
+        learn.iter = i
+        learn._split(learn._set_device(b))
+        learn._with_events(self._do_one_batch, 'batch', CancelBatchException)
+
+    def _do_one_batch(self):
+        "fastai's `_do_one_batch` out of training: the whole batch's prediction, loss and `after_loss`"
+        learn = self.learn
+        learn.pred = self._forward(learn.xb)
+        learn('after_pred')
+        if len(learn.yb):
+            learn.loss_grad = learn.loss_func(learn.pred, *learn.yb)
+            learn.loss = learn.loss_grad.clone()
+        learn('after_loss')
+
+    def _forward(self, xb):
+        n = find_bs(xb)
+        while True:
+            size = min(self.size or n, n)
+            try: return concat_outputs([self.learn.model(*slice_batch(xb, n, s, s+k)) for s,k in _starts(split_sizes(n, size))])
+            except BaseException as e:
+                if not (self.auto and is_out_of_memory(e)) or size == 1: raise
+                gc.collect()
+                if torch.cuda.is_available(): torch.cuda.empty_cache()
+                self.size = size//2
+
+def _starts(sizes):
+    start = 0
+    for k in sizes: yield start,k; start += k

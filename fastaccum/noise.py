@@ -13,8 +13,10 @@ from fastai.callback.core import Callback
 from fastai.callback.fp16 import MixedPrecision
 from fastai.learner import ValueMetric
 from .checks import check_positive_int, check_bool
+from .window import whole_units
 from .distributed import all_reduce_sums, is_fsdp
-from .integrations import BatchCallback, wandb_log_with_next_step
+from .integrations import BatchCallback, log_beside_step
+from .accumulate import GradientAccumulation, FixedBatchSize
 
 # %% auto #0
 __all__ = ['noise_scale_estimates', 'GradientNoiseScale']
@@ -50,7 +52,7 @@ class GradientNoiseScale(BatchCallback):
             if value is not None: check_positive_int(name, value, 'Pass a number of samples per step, or None.')
         if min_bs is not None and max_bs is not None and min_bs > max_bs: raise ValueError(f'`min_bs={min_bs}` is more than `max_bs={max_bs}`. Pass min_bs <= max_bs.')
         store_attr()
-        self.history,self._hooks,self._column = [],[],None
+        self.history,self._hooks,self._column,self._started,self._pending = [],[],None,False,None
         self._reset()
 
     def _reset(self):
@@ -64,8 +66,9 @@ class GradientNoiseScale(BatchCallback):
 
     # -- the fit (fastai's validation context fires `before_fit` too, holding `learn.lock`: nothing to do there)
     def before_fit(self):
-        "Start the records, and give the Recorder a `b_simple` column"
+        "Start the records, and give the Recorder a `b_simple` column (taking back what an interrupted fit left)"
         if self.learn.lock.locked(): return
+        self.after_fit()   # an interrupted fit never reached its `after_fit`: its hooks and column go now
         self._reset()
         self.history,self._started = [],False
         self._column = ValueMetric(lambda: self.b_simple, 'b_simple')
@@ -77,9 +80,15 @@ class GradientNoiseScale(BatchCallback):
     def _start(self):
         "Find the accumulation callback, and watch every parameter's gradient as each micro-batch's backward produces it"
         self._started,learn = True,self.learn
-        self.ga = getattr(learn, 'gradient_accumulation', None)
-        if self.ga is None: raise ValueError("GradientNoiseScale measures while fastaccum's GradientAccumulation (or GradientAccumulationSchedule) "
-                                             'accumulates: add one to the Learner.')
+        self.ga = ga = getattr(learn, 'gradient_accumulation', None)
+        if ga is None: raise ValueError("GradientNoiseScale measures while fastaccum's GradientAccumulation (or GradientAccumulationSchedule) "
+                                        'accumulates: add one to the Learner.')
+        if not isinstance(ga, GradientAccumulation):
+            raise ValueError("The Learner's `GradientAccumulation` is fastai's, not fastaccum's: a star import of fastai after fastaccum's "
+                             'replaced it. Import fastaccum after fastai, or import the class by name: `from fastaccum.all import GradientAccumulation`.')
+        if self.adapt and not isinstance(ga.batch_size, FixedBatchSize):
+            raise ValueError('GradientNoiseScale(adapt=True) sets the batch size, and GradientAccumulationSchedule sets it too. Choose one: '
+                             'GradientAccumulation with GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
         if is_fsdp(learn.model): raise ValueError('GradientNoiseScale does not support FSDP: its gradients are sharded as each backward produces them.')
         self.params = [p for p in learn.model.parameters() if p.requires_grad]
         # under DDP the last micro-batch's all-reduce may write into these tensors before `after_backward`: each norm at once
@@ -89,7 +98,8 @@ class GradientNoiseScale(BatchCallback):
         # the first micro-batch of a window is added to a zero gradient: `.grad` is its gradient, and needs no hooks
         if self.every: self._hooks = [p.register_hook(self._keep_norm if self._hooked_norms else self._keep) for p in self.params]
         # looked up once: a missing attribute of a Learner is searched for through its model, slowly
-        self._scaler,self._wandb,self._tb = (getattr(learn, n, None) for n in ('scaler', 'wandb', 'tensor_board'))
+        self._scaler,self._tb = (getattr(learn, n, None) for n in ('scaler', 'tensor_board'))
+        if self._pending is not None: self._load(self._pending)
 
     def _keep(self, grad):
         "The micro-batch's own gradient of one parameter, before it is added to `.grad` (its norm is taken with the others')"
@@ -108,17 +118,22 @@ class GradientNoiseScale(BatchCallback):
         self._column = None
 
     # -- each micro-batch, each step
-    def before_batch(self): self._grads.clear()
+    def before_batch(self):
+        self._grads.clear()
+        if not self.ga.window_held: self._pairs.clear()   # a window starts: nothing of an earlier one (a dropped window's) is paired with it
+
+    def after_cancel_step(self): self._pairs.clear()   # the step was cancelled (the window dropped): its measurements go with it
 
     def after_backward(self):
         "Keep |g|² of the micro-batch, with its size and the factor its gradient carries"
         ga,grads = self.ga,self._grads
-        if not ga.mb.weight: return
+        weight = ga.weight
+        if weight is None or not isinstance(weight, torch.Tensor) and not weight: return
         if not self.every:   # the window's first micro-batch only: its gradient is `.grad`
-            if ga.window.held or self._pairs: return
+            if ga.window_held or self._pairs: return
             grads = [p.grad for p in self.params if p.grad is not None]
         if not grads: return
-        self._pairs.append((self._squared_norm(grads if self._hooked_norms and self.every else torch._foreach_norm(grads)), ga.mb.items, ga.mb.weight))
+        self._pairs.append((self._squared_norm(grads if self._hooked_norms and self.every else torch._foreach_norm(grads)), ga.micro_batch_items, weight))
         self._grads.clear()
 
     def _squared_norm(self, norms):
@@ -140,7 +155,7 @@ class GradientNoiseScale(BatchCallback):
     def _estimate(self, pairs):
         "The window's estimates, averaged over its micro-batches (and, under DDP, over the processes); NaN when none can be made"
         ga = self.ga
-        big_n,summed = ga.mb.window_items,ga.window.reduction == 'sum'
+        big_n,summed = ga.window_items,ga.reduction == 'sum'
         pairs = [(sq, n, w) for sq,n,w in pairs if n < big_n]   # a window of one micro-batch compares nothing
         if pairs:
             scale = self._scaler.get_scale() if self._scaler is not None and self._scaler.is_enabled() else 1.
@@ -156,20 +171,29 @@ class GradientNoiseScale(BatchCallback):
 
     def _log(self):
         "`b_simple` beside the step's row in W&B, and on TensorBoard's step axis"
-        wandb,tb = self._wandb,self._tb
-        if wandb is not None and getattr(wandb, 'run', None) is not None: wandb_log_with_next_step(wandb, b_simple=self.b_simple)
+        tb = self._tb
+        log_beside_step(self.learn, b_simple=self.b_simple)
         if tb is not None and getattr(tb, 'writer', None) is not None: tb.writer.add_scalar('b_simple', self.b_simple, self.learn.train_iter)
 
     def _adapt(self):
-        "The next windows take the smoothed B_simple, rounded to whole micro-batches (of every process), within `min_bs` and `max_bs`"
+        "The next windows take the smoothed B_simple, in whole micro-batches (of every process), two at least, within `min_bs` and `max_bs`"
         ga = self.ga
         unit = 1 if ga.by_items else (ga.micro_bs or 1)*ga.world_size
-        # in whole micro-batches: the bounds rounded inwards, and two at least, so that the window is still measured
-        lo = max(math.ceil((self.min_bs or 0)/unit), 2)
-        n = max(round(self.b_simple/unit), lo)
-        if self.max_bs is not None: n = min(n, max(self.max_bs//unit, lo))
-        if ga.by_items: ga.accum_items = n*unit
-        else: ga.accum_bs = n*unit
+        # the nearest whole number of units (the shared rule rounds down: half a unit more rounds to the nearest), two at least: still measured
+        ga.batch_size.adapt(whole_units(self.b_simple + unit/2, unit, lo=max(self.min_bs or 0, 2*unit), hi=self.max_bs))
+
+    # -- a checkpoint's share (`TrainingCheckpoint`)
+    def state_dict(self)->dict:
+        "The smoothed estimates and the history (the batch size `adapt` chose is the accumulation callback's)"
+        return dict(sqnorm_avg=self._sqnorm_avg, trace_avg=self._trace_avg, history=list(self.history))
+
+    def load_state_dict(self, state:dict):
+        "Take `state` up when training starts (or at once, if it has)"
+        self._pending = state
+        if self._started: self._load(state)
+
+    def _load(self, state):
+        self._sqnorm_avg,self._trace_avg,self.history,self._pending = state['sqnorm_avg'],state['trace_avg'],list(state['history']),None
 
 # %% ../nbs/14_noise_scale.ipynb #6a1b2c51
 @patch

@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/schedule.html.md"""
 
 # %% ../nbs/12_schedule.ipynb #2a179e7d
 from __future__ import annotations
-import numbers, warnings
+import math, numbers, warnings
 from typing import Callable
 from fastcore.basics import store_attr, patch
 from fastai.callback.schedule import SchedCos
@@ -14,10 +14,10 @@ from .window import *
 from .loaders import loader_bs
 from .checks import check_positive_int, check_bool
 from .accumulate import GradientAccumulation, LR_SCALES
-from .integrations import wandb_log_with_next_step
+from .integrations import log_beside_step
 
 # %% auto #0
-__all__ = ['GradientAccumulationSchedule']
+__all__ = ['GradientAccumulationSchedule', 'ScheduledBatchSize']
 
 # %% ../nbs/12_schedule.ipynb #e5c833b9
 def _check_milestones(milestones, final_accum_bs):
@@ -36,6 +36,8 @@ def _check_end(name, value):
     "`start`/`finish`: a fraction in [0, 1] (float) or an epoch index (int)"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got {value!r}. Pass e.g. {name}=0.3 or {name}=2.')
+    if not isinstance(value, numbers.Integral) and math.isnan(value):
+        raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. {name}=0.3, or an int epoch index.')
     if isinstance(value, numbers.Integral):
         if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, or a fraction in [0, 1].')
     elif not 0 <= value <= 1:
@@ -51,9 +53,9 @@ class GradientAccumulationSchedule(GradientAccumulation):
         finish:int|float=0.3, # Where it reaches `final_accum_bs`, likewise: `finish=1.0` is the end of training, `finish=1` the start of epoch 1
         schedule:Callable|dict=SchedCos, # `schedule(start_accum_bs, final_accum_bs)(pos)`, e.g. a fastai annealer; or milestones `{position: accum_bs}`
         log_accum_batch:bool=True, # Record one loss and lr per optimizer step (True), or per micro-batch as fastai does (False)
-        micro_batch_size:int|None=None, # Samples per loader batch, for loaders that declare no `bs`/`batch_size`
+        micro_batch_size:int|str|None=None, # Split each loader batch into micro-batches of at most this many samples ('auto': as large as fits), as `GradientAccumulation`; for a loader that declares no batch size, the size of its batches
         drop_last:bool=False, # Drop each epoch's last, partial window instead of stepping it
-        warn_batchnorm:bool=True, # Warn (once per fit) when BatchNorm layers compute statistics per micro-batch of a larger window
+        warn_batchnorm:bool=True, # Say (once per fit) what BatchNorm layers can and cannot see of a window of several micro-batches
         count_items:Callable|None=None, # `count_items(learn)`: items the micro-batch's mean loss averages over (e.g. tokens); default its samples
         lr_scale:str|None=None, # Multiply each step's lr by (batch in use / batch at the start): 'linear', 'sqrt' (its square root), or None
         items:bool=False, # Count `start_accum_bs`, `final_accum_bs` and the milestones in items (e.g. tokens, with `count_items`), not samples
@@ -72,7 +74,8 @@ class GradientAccumulationSchedule(GradientAccumulation):
         super().__init__(start_accum_bs, micro_batch_size=micro_batch_size, log_accum_batch=log_accum_batch, drop_last=drop_last,
                          warn_batchnorm=warn_batchnorm, count_items=count_items, accum_items=start_accum_bs if items else None, lr_scale=lr_scale)
         store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,items')
-        self.history = []
+        self.batch_size,self.history,self.history_epochs,self._scheduled = ScheduledBatchSize(start_accum_bs),[],None,None
+        self._unit_bs,self._unit_processes = micro_batch_size if isinstance(micro_batch_size, int) else None,1
 
     @property
     def name(self): return 'gradient_accumulation'   # `learn.gradient_accumulation`, as for `GradientAccumulation`
@@ -80,12 +83,13 @@ class GradientAccumulationSchedule(GradientAccumulation):
     def setup(self,
         n_epoch:int, # Epochs of the fit
         micro_bs:int|None, # Micro-batch size
+        world_size:int=1, # Processes (under DDP): values are rounded to whole micro-batches of every process
     ):
         "Check the schedule against the fit: turn positions into fractions of training, and round the ends to whole micro-batches"
         if micro_bs is None and not self.items:
             raise ValueError('GradientAccumulationSchedule needs the micro-batch size to round `accum_bs` to whole micro-batches, '
                              'and neither a training loader nor `micro_batch_size` gives it. Pass micro_batch_size=...')
-        self.micro_bs = micro_bs
+        self._unit_bs,self._unit_processes = micro_bs,world_size
         self.start_pct,self.finish_pct = (self._fraction(n, v, n_epoch) for n,v in (('start',self.start), ('finish',self.finish)))
         if self.start_pct > self.finish_pct:
             raise ValueError(f'`start={self.start}` is after `finish={self.finish}` in a fit of {n_epoch} epochs. Pass start <= finish.')
@@ -93,7 +97,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
         if isinstance(self.schedule, dict):
             self._milestones = sorted((self._fraction(f'schedule key {k!r}', k, n_epoch), v) for k,v in self.schedule.items())
         else: self._annealer = self.schedule(self.start_accum_bs, self.final_accum_bs)
-        unit = f'the micro-batch size {micro_bs}' + (f' times {self.world_size} processes' if self.world_size > 1 else '')
+        unit = f'the micro-batch size {micro_bs}' + (f' times {world_size} processes' if world_size > 1 else '')
         for name in ('start_accum_bs', 'final_accum_bs'):
             value = getattr(self, name)
             if self.in_use_bs(value) != value:
@@ -121,9 +125,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
     def in_use_bs(self, scheduled:float, # A scheduled number of samples per step
                  )->int:
         "`scheduled` rounded down to whole micro-batches of every process (under DDP, `world_size` of them), never below one each; items, to a whole number"
-        if self.items: return max(1, int(scheduled + 1e-9))
-        unit = self.micro_bs*self.world_size
-        return max(1, int(scheduled/unit + 1e-9))*unit
+        return whole_units(scheduled, 1 if self.items else self._unit_bs*self._unit_processes)
 
     def lr_factor(self, in_use:int, # The batch in use (samples, or items)
                  )->float:
@@ -131,46 +133,56 @@ class GradientAccumulationSchedule(GradientAccumulation):
         return (in_use/self.in_use_bs(self.start_accum_bs))**LR_SCALES[self.lr_scale]
 
     # -- the fit: the schedule and its records start when training starts (not at `validate`, which fires `before_fit` too)
-    def before_fit(self):
-        if hasattr(self.learn, 'lr_finder'):   # lr_find holds the start (see `_take_up`)
-            if self.items: self.accum_items = self.start_accum_bs
-            else: self.accum_bs = self.start_accum_bs
-        super().before_fit()
-
     def _start_fit(self):
         super()._start_fit()
-        self.setup(self.n_epoch, self.micro_bs)
-        self.history,self.history_epochs = [],self.n_epoch
         recorder = getattr(self.learn, 'recorder', None)
         if recorder is not None: recorder.accum_bs = []
-
-    def _check_share(self, accum_bs): pass   # every value in use is rounded to whole micro-batches of every process
-
-    def _start_window(self):
-        "Take up the scheduled value at the start of each window"
-        self._scheduled = self._take_up(self.learn.pct_train)
-        if self.items: self.accum_items = self.in_use_bs(self._scheduled)
-        else: self.accum_bs = self.in_use_bs(self._scheduled)
-        super()._start_window()
-
-    def _take_up(self, pct):
-        # `lr_find` measures the lr for `start_accum_bs`, the batch the lr you pass applies to
-        return self.start_accum_bs if hasattr(self.learn, 'lr_finder') else self.scheduled_bs(pct)
+        # lr_find measures at `start_accum_bs` and leaves the schedule's own records (of the last fit) as they were
+        if not hasattr(self.learn, 'lr_finder'): self.history,self.history_epochs = [],self.n_epoch
 
     def step_position(self)->float:
         "The step's place in training: where its window started (`pct_train`, which counts micro-batches, so samples)"
-        return self.mb.window_pct
+        return self.this_fit.window_pct
 
-    def _close_window(self):
-        self.history.append((self.mb.window_pct, self._scheduled, self.in_use))
-        super()._close_window()
+    def _on_step(self):
+        if not hasattr(self.learn, 'lr_finder'): self.history.append((self.this_fit.window_pct, self._scheduled, self.in_use))
 
     def after_batch(self):
         "Log the value in use beside each point the Recorder (and W&B) records"
         super().after_batch()
         recorder = getattr(self.learn, 'recorder', None)
-        if recorder is not None and recorder.run_train: recorder.accum_bs.append(self.in_use)
-        if self._wandb is not None and self._wandb.run and self._wandb.run_train: wandb_log_with_next_step(self._wandb, accum_bs=self.in_use)
+        if recorder is not None and recorder.run_train and hasattr(recorder, 'accum_bs'): recorder.accum_bs.append(self.in_use)
+        log_beside_step(self.learn, accum_bs=self.in_use)
+
+class ScheduledBatchSize:
+    "Who decides the batch size when it is scheduled: the schedule's value where each window starts, in whole micro-batches"
+    def __init__(self,
+        start:int, # `start_accum_bs`, the value before a fit
+    ):
+        self.setting,self.current = None,start
+
+    def start_fit(self, ga, # The `GradientAccumulationSchedule` whose fit starts
+                 ):
+        "Check the schedule against the fit (epochs, micro-batch size, processes)"
+        ga.setup(ga.n_epoch, ga.micro_bs, ga.world_size)
+
+    def window_size(self, ga)->int:
+        "The value in use for the window that starts now (`lr_find` measures at the start value, the batch the lr applies to)"
+        if hasattr(ga.learn, 'lr_finder'): return ga.in_use_bs(ga.start_accum_bs)   # (the value in use after the last fit stays)
+        ga._scheduled = ga.scheduled_bs(ga.learn.pct_train)
+        self.current = ga.in_use_bs(ga._scheduled)
+        return self.current
+
+    def set(self, value):
+        raise ValueError('GradientAccumulationSchedule decides `accum_bs` itself at every window. Change start_accum_bs, final_accum_bs or '
+                         'schedule, or use GradientAccumulation for a batch size you set.')
+
+    def adapt(self, value):
+        raise ValueError('GradientNoiseScale(adapt=True) sets the batch size, and GradientAccumulationSchedule sets it too. Choose one: '
+                         'GradientAccumulation with GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
+
+    def state_dict(self)->dict: return dict(current=self.current)
+    def load_state_dict(self, state:dict): self.current = state['current']
 
 # %% ../nbs/12_schedule.ipynb #47ee8cba
 def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples', stairs=False):
@@ -198,12 +210,15 @@ def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples', sta
 def preview(self:GradientAccumulationSchedule,
     n_epoch:int, # Epochs of the fit
     n_batches:int, # Micro-batches per epoch
-    micro_batch_size:int|None=None, # Micro-batch size; by default `micro_batch_size`, or the attached learner's loader's
+    micro_batch_size:int|None=None, # Micro-batch size; by default `micro_batch_size` (if a number), or the attached learner's loader's
     items_per_batch:float|None=None, # With `items=True`: the items a micro-batch holds, on average
 )->list:
     "`history` as a fit of `n_epoch` epochs of `n_batches` full micro-batches would record it"
     learn = getattr(self, 'learn', None)
-    micro_bs = micro_batch_size or self.micro_batch_size or (loader_bs(learn.dls.train) if learn is not None else None)
+    own = self.micro_batch_size if isinstance(self.micro_batch_size, int) else None   # 'auto' is found in training
+    micro_bs = micro_batch_size or own or (loader_bs(learn.dls.train) if learn is not None else None)
+    if micro_bs is None and self.micro_batch_size == 'auto':
+        raise ValueError("micro_batch_size='auto' finds the micro-batch size in training: pass micro_batch_size=... to preview the schedule.")
     if self.items and items_per_batch is None:
         raise ValueError('A schedule in items needs the items of a micro-batch to preview it. Pass items_per_batch=...')
     self.setup(n_epoch, micro_bs)

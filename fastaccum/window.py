@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastcore.basics import store_attr
 
 # %% auto #0
-__all__ = ['STEP', 'ACCUM', 'SKIP', 'AccumWindow', 'plan_epoch']
+__all__ = ['STEP', 'ACCUM', 'SKIP', 'AccumWindow', 'plan_epoch', 'whole_units']
 
 # %% ../nbs/40_window.ipynb #d546a44c
 STEP,ACCUM,SKIP = 'step','accum','skip'
@@ -75,11 +75,16 @@ class AccumWindow:
         self.samples += n
         self.items += items
         # a micro-batch without items has no loss (its mean is 0/0): it adds nothing to the window's
-        if loss is not None and (items or self.reduction == 'sum'): self.loss = self.loss + (loss if self.reduction == 'sum' else loss*items)
+        if loss is None: return
+        if self.reduction == 'sum': self.loss = self.loss + loss
+        elif not isinstance(items, (int, float)): self.loss = self.loss + (loss*items).nan_to_num(0.)   # a tensor count: 0 items add 0, not NaN
+        elif items: self.loss = self.loss + loss*items
 
     def mean_loss(self):
         "The window's loss as the large batch computes it: the mean over its items (for a summed loss, the sum)"
-        return self.loss if self.reduction == 'sum' else self.loss/max(self.items, 1e-30)
+        if self.reduction == 'sum': return self.loss
+        items = self.items   # (a count kept on the device is divided by there: no read)
+        return self.loss/(items if not isinstance(items, (int, float)) else max(items, 1e-30))
 
 # %% ../nbs/40_window.ipynb #8684f6ca
 def plan_epoch(
@@ -97,3 +102,16 @@ def plan_epoch(
         elif plan == ACCUM: window.add(n, n)
         left -= n
     return plans
+
+# %% ../nbs/40_window.ipynb #7a1c0e02
+def whole_units(
+    value:float, # A batch size, in samples (or items)
+    unit:int=1, # What a window grows by: a micro-batch's samples times the processes (1 for items)
+    lo:int|None=None, # The least value allowed (rounded up to whole units)
+    hi:int|None=None, # The largest value allowed (rounded down to whole units, but never below `lo`)
+)->int:
+    "`value` rounded down to whole `unit`s, at least one unit and within `lo`..`hi` rounded inwards"
+    least = max(-(-lo//unit), 1) if lo else 1
+    units = max(int(value/unit + 1e-9), least)
+    if hi is not None: units = min(units, max(hi//unit, least))
+    return units*unit
