@@ -11,7 +11,7 @@ from itertools import accumulate
 from typing import Callable
 import torch
 from torch import nn
-from fastcore.basics import store_attr
+from fastcore.basics import store_attr, patch
 from fastai.callback.core import *
 from fastai.callback.fp16 import MixedPrecision
 from fastai.callback.schedule import ParamScheduler
@@ -134,9 +134,11 @@ class _Fit:
         self.sizes,self.windows_done,self.n_windows = sizes,0,None
         self.left = None if sizes is None else list(accumulate(reversed(sizes)))[::-1]
 
+
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, accumulated over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
+
     def __init__(self,
         accum_bs:int|None=None, # Samples per optimizer step, over all processes under DDP; `None`: `n_acc`, or with `micro_batch_size` the loader's batch
         n_acc:int=32, # fastai's name for the samples per step, used when `accum_bs` is `None`
@@ -179,211 +181,15 @@ class GradientAccumulation(BatchCallback):
         if name == 'learn' and self.__dict__.get('learn') is not None and value is not self.__dict__['learn']: self._release()
         object.__setattr__(self, name, value)
 
-    # -- the surface other parts read
     @property
     def accum_bs(self)->int|None:
         "Samples per optimizer step (over all processes, under DDP): set it at any time, a new window takes it up"
         return self.batch_size.current if not self.by_items else None
+
     @accum_bs.setter
     def accum_bs(self, value):
         self.batch_size.set(check_positive_int('accum_bs', value, 'Pass the number of samples per optimizer step, e.g. accum_bs=64.'))
 
-    @property
-    def accum_items(self)->int|None:
-        "Items per optimizer step, with windows of items"
-        return self.batch_size.current if self.by_items else None
-
-    @property
-    def in_use(self)->int:
-        "The batch of the current window: its samples per step (over all processes), or items with `accum_items`"
-        f = self.this_fit
-        if f is None: return self.batch_size.current
-        return f.window.size if self.by_items else f.window.size*f.world_size
-
-    @property
-    def will_step(self)->bool:
-        "Whether the current micro-batch ends its window with an optimizer step (from `before_batch` on, through `after_batch`)"
-        return self.mb is not None and self.mb.plan == STEP
-
-    @property
-    def loader_batch_done(self)->bool:
-        "Whether the current micro-batch is the last piece of its loader batch (always, unless `micro_batch_size` splits it)"
-        return self._piece[0]
-
-    @property
-    def weight(self):
-        "The current micro-batch's weight in its window (from `before_backward` on)"
-        return None if self.mb is None else self.mb.weight
-
-    @property
-    def micro_batch_items(self):
-        "Items of the current micro-batch"
-        return None if self.mb is None else self.mb.items
-
-    @property
-    def window_held(self):
-        "What the current window holds (samples, or items), before the current micro-batch is added at `after_batch`"
-        return 0 if self.this_fit is None else self.this_fit.window.held
-
-    @property
-    def window_items(self):
-        "At a window's last micro-batch (from `before_backward`): the items the step averages over, over all processes"
-        return None if self.this_fit is None else self.this_fit.window_total
-
-    @property
-    def reduction(self)->str: return 'mean' if self.this_fit is None else self.this_fit.window.reduction
-    @property
-    def world_size(self)->int: return self._last_world_size if self.this_fit is None else self.this_fit.world_size
-    @property
-    def loader_bs(self)->int|None: return None if self.this_fit is None else self.this_fit.loader_bs
-
-    @property
-    def micro_bs(self)->int|None:
-        "The micro-batch size in use: the splitter's, or the loader's batch"
-        f = self.this_fit
-        if f is None: return self._last_micro_bs   # the last fit's
-        return f.batcher.size if f.batcher is not None else f.loader_bs or (self.micro_batch_size if isinstance(self.micro_batch_size, int) else None)
-
-    def lr_factor(self, in_use:int, # A batch (samples, or items)
-                 )->float:
-        "What `lr_scale` multiplies a step's learning rate by with the batch `in_use`: its ratio to the batch at the start of the fit, or that ratio's square root"
-        return (in_use/self.this_fit.lr_reference)**LR_SCALES[self.lr_scale]
-
-    # -- a fit: set up when training starts (fastai's validation and `get_preds` fire `before_fit` too, without an optimizer)
-    def before_fit(self):
-        "Clear what an interrupted fit left behind; check the Learner has one accumulator; prepare `lr_find` and the W&B workaround"
-        self._release()
-        check_one_accumulator(self.learn)
-        lr_finder = getattr(self.learn, 'lr_finder', None)
-        if lr_finder is not None: prepare_lr_finder(self.learn, lr_finder, self._steps_per_epoch(self.dls.train))
-        wandb = getattr(self.learn, 'wandb', None)
-        if wandb is not None: fix_wandb_config(wandb)
-
-    def _start_fit(self):
-        "Read the fit: processes, the batch size, micro-batches, the loss's reduction, loggers and schedulers"
-        learn = self.learn
-        self.this_fit = f = _Fit(self, learn)
-        if f.loader_bs is None and self.batch_size.setting is None: raise ValueError(
-            "accum_bs=None takes the loader's batch, but the training loader declares no batch size (`bs` or `batch_size`). Pass accum_bs.")
-        self.batch_size.start_fit(self)
-        self.n_steps = 0
-        if f.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
-        f.batcher = self._micro_batcher(f)
-        f.sync = WindowSync(learn.model, f.world_size, manual=self._agreeing and f.world_size > 1)
-        self._check_batch_size(f)
-        f.lr_reference = self.batch_size.window_size(self)   # `lr_scale` is relative to the batch at the start
-        if self.batchnorm == 'window': self._watch_batchnorm(f)
-        f.loggers.count_steps(0)
-        learn._step = self._step   # (an instance attribute: fastai's method for everyone else, and back at the end of the fit)
-        if self._pending is not None: self._load_fit_state(self._pending)
-
-    def _micro_batcher(self, f):
-        "What splits the loader's batches, when `micro_batch_size` asks for it and the loader declares its batch size"
-        mbs,bs = self.micro_batch_size,f.loader_bs
-        if mbs is None: return None
-        if bs is None:
-            if mbs == 'auto': raise ValueError("micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`, or `batch_size`).")
-            return None   # a loader that does not say: `micro_batch_size` is the size of its batches
-        auto = mbs == 'auto'
-        size = min(self.max_micro_batch_size or bs, bs) if auto else min(mbs, bs)
-        if self.found_bs is not None and (auto or self.tune): size = min(self.found_bs, bs)   # what an earlier fit found
-        return MicroBatcher(self, size, auto, self.tune) if auto or self.tune or size < bs else None
-
-    def _check_batch_size(self, f):
-        "Warn of a batch below one micro-batch; refuse a global batch that processes cannot share, or an epoch that would never step"
-        bs,n = self.batch_size.window_size(self),f.world_size
-        if self.by_items: return
-        if bs % n and isinstance(self.batch_size, FixedBatchSize):
-            raise ValueError(f'`accum_bs={bs}` is the global batch size over {n} processes, and each process accumulates an '
-                             f'equal share, so it must be a multiple of {n}: pass e.g. accum_bs={bs - bs % n or n} or {bs - bs % n + n}.')
-        micro_bs = self.micro_bs
-        if micro_bs is not None and bs//n < micro_bs:
-            per = f' ({bs//n} in each of {n} processes)' if n > 1 else ''
-            warnings.warn(f'`accum_bs={bs}`{per} is smaller than one micro-batch ({micro_bs} samples): '
-                          'every micro-batch steps and nothing is accumulated. Use accum_bs >= the loader batch size.')
-        sizes = epoch_sizes(self.learn.dls.train)
-        if self.drop_last and sizes and isinstance(self.batch_size, FixedBatchSize) and sum(sizes) < bs//n:
-            raise ValueError(f'`accum_bs={bs}` is more than an epoch holds ({sum(sizes)*n} samples) and drop_last=True drops the partial window: '
-                             f'no step would ever be taken. Pass accum_bs <= {sum(sizes)*n}, or drop_last=False.')
-
-    @property
-    def _agreeing(self): return self.micro_batch_size == 'auto'
-
-    def _watch_batchnorm(self, f):
-        "BatchNorm's running statistics of the window (a part that watches the window), where the model has BatchNorm in training"
-        try: from fastaccum.batchnorm import WindowBatchNorm, batchnorm_layers
-        except ImportError: return   # TEMPORARY until the batchnorm module lands
-        if not batchnorm_layers(self.learn.model): return
-        f.parts.append(WindowBatchNorm(self.learn.model))
-        f.parts[-1].start()
-
-    def before_train(self):
-        "Start the epoch with an empty window"
-        if self.this_fit is None: self._start_fit()
-        f = self.this_fit
-        f.start_epoch(epoch_sizes(self.learn.dl))
-        f.window.reset()
-        if self._pending is not None: self._load_epoch_state(self._pending)
-        if f.batcher is not None: f.batcher.install(self.learn)
-
-    def after_train(self):
-        "A window that never stepped (dropped, its last micro-batch cancelled, or the epoch cut short) leaves no gradient behind"
-        f = self.this_fit
-        if f is None: return   # training cancelled before this callback's `before_train`: nothing started
-        self._count_interrupted_step()
-        self._drop_window(quiet=False)
-        f.sync.release()
-        f.loggers.show()
-        if f.unscaled_lrs is not None: self._unscale_lrs()
-        if f.batcher is not None: f.batcher.remove()
-
-    def after_fit(self):
-        "Leave nothing behind, also after `CancelFitException` mid-window"
-        self._release()
-
-    def _release(self):
-        "Leave the Learner as fastai leaves it: no gradient of an unfinished window, no `no_sync`, loggers as they were, lrs unscaled"
-        f = self.__dict__.get('this_fit')
-        if f is None: return
-        if f.unscaled_lrs is not None and self.learn.opt is not None: self._unscale_lrs()
-        if f.sync is not None: f.sync.release()
-        self._count_interrupted_step()
-        self._drop_window(quiet=False)
-        f.loggers.release()
-        self.learn.__dict__.pop('_step', None)
-        if f.batcher is not None:
-            self.found_bs = f.batcher.size if (f.batcher.auto or f.batcher.tune) else self.found_bs
-            f.batcher.remove()
-        for part in f.parts: part.remove()
-        for hook in f.guards: hook.remove()
-        self._last_micro_bs,self._last_world_size,self.this_fit = self.micro_bs,f.world_size,None
-
-    def _count_interrupted_step(self):
-        "Training (or the fit) cancelled after a step, in `after_step`: the step counts, and fastai left its gradient behind"
-        mb = self.mb
-        if mb is None or mb.phase != STEPPED: return
-        mb.phase = DONE
-        self._zero_grad()
-        self._close_window(mb)
-
-    def _drop_window(self, quiet:bool=True):
-        "The window will not step: no gradient of it stays, nothing of it is counted"
-        f,mb = self.this_fit,self.mb
-        if f.window.held or (mb is not None and mb.ran): self._zero_grad()
-        f.window.reset()
-        for part in f.parts:
-            if mb is not None: part.micro_batch_ended(False)
-            part.window_dropped()
-        self.mb = None
-        if quiet: f.loggers.micro_batch_done(self._piece[2])
-
-    def _zero_grad(self):
-        learn = self.learn
-        if learn.opt is not None: learn.opt.zero_grad()
-        else:
-            for p in learn.model.parameters(): p.grad = None
-
-    # -- each micro-batch
     def count_samples(self)->int:
         "Samples in the current micro-batch: the first dimension of its first target (fastai's `find_bs`); override for other layouts"
         yb = self.learn.yb
@@ -416,18 +222,6 @@ class GradientAccumulation(BatchCallback):
         f.window_pct,f.window_total = self.learn.pct_train,None
         f.loggers.window_started()
 
-    def _count_items(self, n):
-        "The micro-batch's items, kept as given (a tensor stays on its device: it is read once per step, at the window's close)"
-        items = self.count_items(self.learn)
-        f = self.this_fit
-        if isinstance(items, torch.Tensor) and items.numel() == 1 and _stays_on_device(items) and not f.estimate_items: return items
-        items = check_count('count_items', items, _COUNT_ITEMS_FIX)
-        if f.estimate_items:   # the scale of the accumulating gradient: once per fit, alike in every process
-            per_sample = max(items, 1)/n
-            if f.world_size > 1: per_sample = self.sum_over_processes(per_sample, find_device(self.learn.xb))/f.world_size
-            f.window.items_per_sample,f.estimate_items = per_sample,False
-        return items
-
     def before_backward(self):
         "Weigh the loss as it goes into the backward (where it is final); at the window's last micro-batch, rescale what it holds first"
         learn,mb,f = self.learn,self.mb,self.this_fit
@@ -437,38 +231,6 @@ class GradientAccumulation(BatchCallback):
         grad_fn = learn.loss_grad.grad_fn
         if grad_fn is not None: grad_fn.register_prehook(self._weigh_gradient)
         mb.phase = WEIGHED
-
-    def _guard_no_items(self):
-        "A micro-batch without items has no mean loss (0/0): it adds nothing, and must not add NaN"
-        learn,items,f = self.learn,self.mb.items,self.this_fit
-        if isinstance(items, torch.Tensor): return self._guard_gradients(items > 0)   # a count on the device: not read here
-        f.nonzero = None
-        if not items: learn.loss_grad = _zero_loss(learn.pred, learn.loss_grad)
-
-    def _guard_gradients(self, nonzero):
-        "With counts on the device: each parameter's gradient of this micro-batch is kept only if it has items (no sync, no NaN)"
-        f = self.this_fit
-        f.nonzero = nonzero
-        if not f.guards: f.guards = [p.register_hook(self._drop_without_items) for p in self.learn.model.parameters() if p.requires_grad]
-
-    def _drop_without_items(self, grad):
-        nonzero = self.this_fit.nonzero
-        return grad if nonzero is None else torch.where(nonzero, grad, 0.)
-
-    def _close_weights(self):
-        "Rescale the window's gradient so that, with this micro-batch's, the step is the mean over the window's items"
-        f = self.this_fit
-        window = f.window
-        total = window.items + self.mb.items
-        total = check_count('count_items', total, _COUNT_ITEMS_FIX) if isinstance(total, torch.Tensor) else total   # one read a step
-        if f.world_size > 1: total = self.sum_over_processes(total, self.learn.loss_grad.device)
-        if window.reduction == 'mean' and not total:
-            raise ValueError('`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. ' + _COUNT_ITEMS_FIX)
-        f.window_total = total   # the window's items (over all processes), as the step averages over them
-        factor = window.close(total, f.world_size)
-        if factor != 1 and window.held:
-            grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]
-            if grads: torch._foreach_mul_(grads, factor)
 
     def _weigh_gradient(self, grads):
         "Runs as the micro-batch's backward starts: it is being accumulated, with its weight"
@@ -494,13 +256,13 @@ class GradientAccumulation(BatchCallback):
         self.learn.opt.step()
         self.mb.phase = STEPPED
 
-    def after_cancel_batch(self):
-        "Cancelled after its step (in `after_step`): fastai skips `zero_grad`, so the window's gradient is cleared here"
-        if self.mb is not None and self.mb.phase == STEPPED: self._zero_grad()
-
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (e.g. an fp16 overflow): the window ends with it"
         if self.mb is not None and self.mb.ran: self.mb.phase = STEP_CANCELLED
+
+    def after_cancel_batch(self):
+        "Cancelled after its step (in `after_step`): fastai skips `zero_grad`, so the window's gradient is cleared here"
+        if self.mb is not None and self.mb.phase == STEPPED: self._zero_grad()
 
     def after_batch(self):
         "Count the micro-batch if its backward ran; after the window's step, close it; show the loggers one point per step"
@@ -538,122 +300,403 @@ class GradientAccumulation(BatchCallback):
 
     def _on_step(self): pass   # after each step, before the window empties: for subclasses (the schedule records its history)
 
-    def restart_window(self):
-        "The window is undone (after running out of memory, by `MicroBatcher`): empty it and let the loggers run"
-        f = self.this_fit
-        f.window.reset()
-        for part in f.parts: part.window_dropped()
-        self.mb,f.n_windows = None,None
-        f.loggers.show()
 
-    def sum_over_processes(self, value, # A number this process holds (a count)
-                           device, # Where the process's tensors live
-                           out_of_memory:bool=False, # With `micro_batch_size='auto'`: whether this process ran out of memory in the window
-                          ):
-        "The sum of `value` over the processes; with `micro_batch_size='auto'`, each also says whether it ran out of memory"
-        if not self._agreeing: return all_reduce_sum(value, device)
-        total,failed = all_reduce_sums([value, float(out_of_memory)], device)
-        if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
-        return total
+# %% ../nbs/10_accumulate.ipynb #7a1c1001
+@patch(as_prop=True)
+def accum_items(self:GradientAccumulation)->int|None:
+    "Items per optimizer step, with windows of items"
+    return self.batch_size.current if self.by_items else None
 
-    def _average_gradients(self):
-        "With 'auto' under DDP: agree that no process ran out of memory in the window, then average the gradients"
-        self.sum_over_processes(0., self.learn.loss_grad.device)   # raises `OutOfMemoryElsewhere` if one did
-        self.this_fit.sync.average([p for p,*_ in self.learn.opt.all_params(with_grad=True)])
+@patch(as_prop=True)
+def in_use(self:GradientAccumulation)->int:
+    "The batch of the current window: its samples per step (over all processes), or items with `accum_items`"
+    f = self.this_fit
+    if f is None: return self.batch_size.current
+    return f.window.size if self.by_items else f.window.size*f.world_size
 
-    # -- inference: split like training
-    def before_validate(self):
-        "With `micro_batch_size`, inference (validation, `get_preds`) runs in micro-batches too"
-        if self.micro_batch_size is None: return
-        mbs = self.micro_batch_size
-        size = mbs if isinstance(mbs, int) else self.micro_bs or self.max_micro_batch_size   # 'auto': what training found, if it ran
-        self._splitter = InferenceSplitter(self.learn, size, auto=self._agreeing)
+@patch(as_prop=True)
+def will_step(self:GradientAccumulation)->bool:
+    "Whether the current micro-batch ends its window with an optimizer step (from `before_batch` on, through `after_batch`)"
+    return self.mb is not None and self.mb.plan == STEP
 
-    def after_validate(self):
-        splitter = self.__dict__.pop('_splitter', None)
-        if splitter is not None: splitter.remove()
+@patch(as_prop=True)
+def loader_batch_done(self:GradientAccumulation)->bool:
+    "Whether the current micro-batch is the last piece of its loader batch (always, unless `micro_batch_size` splits it)"
+    return self._piece[0]
 
-    # -- the step's place in training, for fastai's schedulers
-    def step_position(self)->float:
-        "The step's place in training, as the large batch's `pct_train` at that step: (epoch + window index / windows per epoch) / epochs"
-        f = self.this_fit
-        if f.n_windows is None: f.n_windows = self._windows_per_epoch()
-        if not f.n_windows: return f.window_pct   # the loader cannot tell: where the window started
-        return (self.learn.epoch + min(f.windows_done, f.n_windows-1)/f.n_windows)/self.learn.n_epoch
+@patch(as_prop=True)
+def weight(self:GradientAccumulation):
+    "The current micro-batch's weight in its window (from `before_backward` on)"
+    return None if self.mb is None else self.mb.weight
 
-    def _windows_per_epoch(self):
-        f = self.this_fit
-        if f.sizes is None or self.by_items: return 0
-        sizes = f.sizes if f.batcher is None else [s for n in f.sizes for s in split_sizes(n, f.batcher.size)]
-        return plan_epoch(sizes, f.window.size, self.drop_last).count(STEP)
+@patch(as_prop=True)
+def micro_batch_items(self:GradientAccumulation):
+    "Items of the current micro-batch"
+    return None if self.mb is None else self.mb.items
 
-    def _steps_per_epoch(self, dl):
-        sizes = epoch_sizes(dl)
-        if sizes is None or self.by_items: return None
-        bs = self.batch_size.setting or loader_bs(dl) or self.n_acc
-        return plan_epoch(sizes, bs, self.drop_last).count(STEP)
+@patch(as_prop=True)
+def window_held(self:GradientAccumulation):
+    "What the current window holds (samples, or items), before the current micro-batch is added at `after_batch`"
+    return 0 if self.this_fit is None else self.this_fit.window.held
 
-    def _scale_lrs(self):
-        "`lr_scale`: the step's learning rates, times `lr_factor`; the next micro-batch (or the epoch's end) gets them back"
-        opt,f = self.learn.opt,self.this_fit
-        f.unscaled_lrs,factor = [h['lr'] for h in opt.hypers],self.lr_factor(self.in_use)
-        opt.set_hyper('lr', [lr*factor for lr in f.unscaled_lrs])
+@patch(as_prop=True)
+def window_items(self:GradientAccumulation):
+    "At a window's last micro-batch (from `before_backward`): the items the step averages over, over all processes"
+    return None if self.this_fit is None else self.this_fit.window_total
 
-    def _unscale_lrs(self):
-        f = self.this_fit
-        self.learn.opt.set_hyper('lr', f.unscaled_lrs)
-        f.unscaled_lrs = None
+@patch(as_prop=True)
+def reduction(self:GradientAccumulation)->str: return 'mean' if self.this_fit is None else self.this_fit.window.reduction
 
-    def _set_step_hypers(self):
-        "Have fastai's schedulers set the hyper-parameters at the step's place in training (`LRFinder` counts steps)"
-        learn = self.learn
-        micro_pct,learn.pct_train = learn.pct_train,self.step_position()
-        try:
-            for sched in self.this_fit.schedulers:
-                if sched.run: sched.before_batch()
-        finally: learn.pct_train = micro_pct
+@patch(as_prop=True)
+def world_size(self:GradientAccumulation)->int: return self._last_world_size if self.this_fit is None else self.this_fit.world_size
 
-    # -- what the loggers need
-    def _warn_batchnorm(self, f):
-        "BatchNorm normalises each micro-batch with its own statistics: say so once per fit, short"
-        layers = [m for m in self.learn.model.modules() if isinstance(m, bn_types+(nn.SyncBatchNorm,)) and m.training]
-        if layers: warnings.warn(_batchnorm_message(self.batchnorm))
-        f.warned = True
+@patch(as_prop=True)
+def loader_bs(self:GradientAccumulation)->int|None: return None if self.this_fit is None else self.this_fit.loader_bs
 
-    def _accumulate_train_metrics(self):
-        "The Recorder is silent on this micro-batch: feed its train metrics (not the loss) ourselves"
-        recorder = getattr(self.learn, 'recorder', None)
-        if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
-            for metric in recorder.metrics: metric.accumulate(self.learn)
+@patch(as_prop=True)
+def micro_bs(self:GradientAccumulation)->int|None:
+    "The micro-batch size in use: the splitter's, or the loader's batch"
+    f = self.this_fit
+    if f is None: return self._last_micro_bs   # the last fit's
+    return f.batcher.size if f.batcher is not None else f.loader_bs or (self.micro_batch_size if isinstance(self.micro_batch_size, int) else None)
 
-    # -- a checkpoint's share (`TrainingCheckpoint`): at a step boundary, the window is empty
-    def state_dict(self)->dict:
-        "What resuming at a step boundary needs: the batch size's owner, the fit's steps, the epoch's windows, the sizes found"
-        f = self.this_fit
-        return dict(batch_size=self.batch_size.state_dict(), n_steps=self.n_steps, found_bs=self.micro_bs if f is not None else self.found_bs,
-                    windows_done=None if f is None else f.windows_done, lr_reference=None if f is None else f.lr_reference,
-                    items_per_sample=None if f is None else f.window.items_per_sample, estimate_items=None if f is None else f.estimate_items)
+@patch
+def lr_factor(self:GradientAccumulation, in_use:int, # A batch (samples, or items)
+             )->float:
+    "What `lr_scale` multiplies a step's learning rate by with the batch `in_use`: its ratio to the batch at the start of the fit, or that ratio's square root"
+    return (in_use/self.this_fit.lr_reference)**LR_SCALES[self.lr_scale]
 
-    def load_state_dict(self, state:dict):
-        "Take `state` up: at once for what the fit has started, the rest when its training (and the epoch) starts"
-        self._pending = state
-        self.batch_size.load_state_dict(state['batch_size'])
-        self.found_bs = state['found_bs']
-        if self.this_fit is not None: self._load_fit_state(state)
+# %% ../nbs/10_accumulate.ipynb #7a1c1003
+@patch
+def before_fit(self:GradientAccumulation):
+    "Clear what an interrupted fit left behind; check the Learner has one accumulator; prepare `lr_find` and the W&B workaround"
+    self._release()
+    check_one_accumulator(self.learn)
+    lr_finder = getattr(self.learn, 'lr_finder', None)
+    if lr_finder is not None: prepare_lr_finder(self.learn, lr_finder, self._steps_per_epoch(self.dls.train))
+    wandb = getattr(self.learn, 'wandb', None)
+    if wandb is not None: fix_wandb_config(wandb)
 
-    def _load_fit_state(self, state):
-        f = self.this_fit
-        self.batch_size.load_state_dict(state['batch_size'])
-        self.n_steps = f.n_steps = state['n_steps']
-        if state['lr_reference'] is not None: f.lr_reference = state['lr_reference']
-        if state['items_per_sample'] is not None: f.window.items_per_sample,f.estimate_items = state['items_per_sample'],state['estimate_items']
-        if f.batcher is not None and state['found_bs']: f.batcher.size = state['found_bs']
-        f.loggers.count_steps(f.n_steps)
+@patch
+def _start_fit(self:GradientAccumulation):
+    "Read the fit: processes, the batch size, micro-batches, the loss's reduction, loggers and schedulers"
+    learn = self.learn
+    self.this_fit = f = _Fit(self, learn)
+    if f.loader_bs is None and self.batch_size.setting is None: raise ValueError(
+        "accum_bs=None takes the loader's batch, but the training loader declares no batch size (`bs` or `batch_size`). Pass accum_bs.")
+    self.batch_size.start_fit(self)
+    self.n_steps = 0
+    if f.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
+    f.batcher = self._micro_batcher(f)
+    f.sync = WindowSync(learn.model, f.world_size, manual=self._agreeing and f.world_size > 1)
+    self._check_batch_size(f)
+    f.lr_reference = self.batch_size.window_size(self)   # `lr_scale` is relative to the batch at the start
+    if self.batchnorm == 'window': self._watch_batchnorm(f)
+    f.loggers.count_steps(0)
+    learn._step = self._step   # (an instance attribute: fastai's method for everyone else, and back at the end of the fit)
+    if self._pending is not None: self._load_fit_state(self._pending)
 
-    def _load_epoch_state(self, state):
-        if state['windows_done'] is not None: self.this_fit.windows_done = state['windows_done']
-        self._pending = None
+@patch
+def _micro_batcher(self:GradientAccumulation, f):
+    "What splits the loader's batches, when `micro_batch_size` asks for it and the loader declares its batch size"
+    mbs,bs = self.micro_batch_size,f.loader_bs
+    if mbs is None: return None
+    if bs is None:
+        if mbs == 'auto': raise ValueError("micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`, or `batch_size`).")
+        return None   # a loader that does not say: `micro_batch_size` is the size of its batches
+    auto = mbs == 'auto'
+    size = min(self.max_micro_batch_size or bs, bs) if auto else min(mbs, bs)
+    if self.found_bs is not None and (auto or self.tune): size = min(self.found_bs, bs)   # what an earlier fit found
+    return MicroBatcher(self, size, auto, self.tune) if auto or self.tune or size < bs else None
 
+@patch
+def _check_batch_size(self:GradientAccumulation, f):
+    "Warn of a batch below one micro-batch; refuse a global batch that processes cannot share, or an epoch that would never step"
+    bs,n = self.batch_size.window_size(self),f.world_size
+    if self.by_items: return
+    if bs % n and isinstance(self.batch_size, FixedBatchSize):
+        raise ValueError(f'`accum_bs={bs}` is the global batch size over {n} processes, and each process accumulates an '
+                         f'equal share, so it must be a multiple of {n}: pass e.g. accum_bs={bs - bs % n or n} or {bs - bs % n + n}.')
+    micro_bs = self.micro_bs
+    if micro_bs is not None and bs//n < micro_bs:
+        per = f' ({bs//n} in each of {n} processes)' if n > 1 else ''
+        warnings.warn(f'`accum_bs={bs}`{per} is smaller than one micro-batch ({micro_bs} samples): '
+                      'every micro-batch steps and nothing is accumulated. Use accum_bs >= the loader batch size.')
+    sizes = epoch_sizes(self.learn.dls.train)
+    if self.drop_last and sizes and isinstance(self.batch_size, FixedBatchSize) and sum(sizes) < bs//n:
+        raise ValueError(f'`accum_bs={bs}` is more than an epoch holds ({sum(sizes)*n} samples) and drop_last=True drops the partial window: '
+                         f'no step would ever be taken. Pass accum_bs <= {sum(sizes)*n}, or drop_last=False.')
+
+@patch(as_prop=True)
+def _agreeing(self:GradientAccumulation): return self.micro_batch_size == 'auto'
+
+@patch
+def _watch_batchnorm(self:GradientAccumulation, f):
+    "BatchNorm's running statistics of the window (a part that watches the window), where the model has BatchNorm in training"
+    try: from fastaccum.batchnorm import WindowBatchNorm, batchnorm_layers
+    except ImportError: return   # TEMPORARY until the batchnorm module lands
+    if not batchnorm_layers(self.learn.model): return
+    f.parts.append(WindowBatchNorm(self.learn.model))
+    f.parts[-1].start()
+
+@patch
+def before_train(self:GradientAccumulation):
+    "Start the epoch with an empty window"
+    if self.this_fit is None: self._start_fit()
+    f = self.this_fit
+    f.start_epoch(epoch_sizes(self.learn.dl))
+    f.window.reset()
+    if self._pending is not None: self._load_epoch_state(self._pending)
+    if f.batcher is not None: f.batcher.install(self.learn)
+
+@patch
+def after_train(self:GradientAccumulation):
+    "A window that never stepped (dropped, its last micro-batch cancelled, or the epoch cut short) leaves no gradient behind"
+    f = self.this_fit
+    if f is None: return   # training cancelled before this callback's `before_train`: nothing started
+    self._count_interrupted_step()
+    self._drop_window(quiet=False)
+    f.sync.release()
+    f.loggers.show()
+    if f.unscaled_lrs is not None: self._unscale_lrs()
+    if f.batcher is not None: f.batcher.remove()
+
+@patch
+def after_fit(self:GradientAccumulation):
+    "Leave nothing behind, also after `CancelFitException` mid-window"
+    self._release()
+
+@patch
+def _release(self:GradientAccumulation):
+    "Leave the Learner as fastai leaves it: no gradient of an unfinished window, no `no_sync`, loggers as they were, lrs unscaled"
+    f = self.__dict__.get('this_fit')
+    if f is None: return
+    if f.unscaled_lrs is not None and self.learn.opt is not None: self._unscale_lrs()
+    if f.sync is not None: f.sync.release()
+    self._count_interrupted_step()
+    self._drop_window(quiet=False)
+    f.loggers.release()
+    self.learn.__dict__.pop('_step', None)
+    if f.batcher is not None:
+        self.found_bs = f.batcher.size if (f.batcher.auto or f.batcher.tune) else self.found_bs
+        f.batcher.remove()
+    for part in f.parts: part.remove()
+    for hook in f.guards: hook.remove()
+    self._last_micro_bs,self._last_world_size,self.this_fit = self.micro_bs,f.world_size,None
+
+@patch
+def _count_interrupted_step(self:GradientAccumulation):
+    "Training (or the fit) cancelled after a step, in `after_step`: the step counts, and fastai left its gradient behind"
+    mb = self.mb
+    if mb is None or mb.phase != STEPPED: return
+    mb.phase = DONE
+    self._zero_grad()
+    self._close_window(mb)
+
+@patch
+def _drop_window(self:GradientAccumulation, quiet:bool=True):
+    "The window will not step: no gradient of it stays, nothing of it is counted"
+    f,mb = self.this_fit,self.mb
+    if f.window.held or (mb is not None and mb.ran): self._zero_grad()
+    f.window.reset()
+    for part in f.parts:
+        if mb is not None: part.micro_batch_ended(False)
+        part.window_dropped()
+    self.mb = None
+    if quiet: f.loggers.micro_batch_done(self._piece[2])
+
+@patch
+def _zero_grad(self:GradientAccumulation):
+    learn = self.learn
+    if learn.opt is not None: learn.opt.zero_grad()
+    else:
+        for p in learn.model.parameters(): p.grad = None
+
+@patch
+def restart_window(self:GradientAccumulation):
+    "The window is undone (after running out of memory, by `MicroBatcher`): empty it and let the loggers run"
+    f = self.this_fit
+    f.window.reset()
+    for part in f.parts: part.window_dropped()
+    self.mb,f.n_windows = None,None
+    f.loggers.show()
+
+# %% ../nbs/10_accumulate.ipynb #7a1c1005
+@patch
+def _count_items(self:GradientAccumulation, n):
+    "The micro-batch's items, kept as given (a tensor stays on its device: it is read once per step, at the window's close)"
+    items = self.count_items(self.learn)
+    f = self.this_fit
+    if isinstance(items, torch.Tensor) and items.numel() == 1 and _stays_on_device(items) and not f.estimate_items: return items
+    items = check_count('count_items', items, _COUNT_ITEMS_FIX)
+    if f.estimate_items:   # the scale of the accumulating gradient: once per fit, alike in every process
+        per_sample = max(items, 1)/n
+        if f.world_size > 1: per_sample = self.sum_over_processes(per_sample, find_device(self.learn.xb))/f.world_size
+        f.window.items_per_sample,f.estimate_items = per_sample,False
+    return items
+
+@patch
+def _guard_no_items(self:GradientAccumulation):
+    "A micro-batch without items has no mean loss (0/0): it adds nothing, and must not add NaN"
+    learn,items,f = self.learn,self.mb.items,self.this_fit
+    if isinstance(items, torch.Tensor): return self._guard_gradients(items > 0)   # a count on the device: not read here
+    f.nonzero = None
+    if not items: learn.loss_grad = _zero_loss(learn.pred, learn.loss_grad)
+
+@patch
+def _guard_gradients(self:GradientAccumulation, nonzero):
+    "With counts on the device: each parameter's gradient of this micro-batch is kept only if it has items (no sync, no NaN)"
+    f = self.this_fit
+    f.nonzero = nonzero
+    if not f.guards: f.guards = [p.register_hook(self._drop_without_items) for p in self.learn.model.parameters() if p.requires_grad]
+
+@patch
+def _drop_without_items(self:GradientAccumulation, grad):
+    nonzero = self.this_fit.nonzero
+    return grad if nonzero is None else torch.where(nonzero, grad, 0.)
+
+@patch
+def _close_weights(self:GradientAccumulation):
+    "Rescale the window's gradient so that, with this micro-batch's, the step is the mean over the window's items"
+    f = self.this_fit
+    window = f.window
+    total = window.items + self.mb.items
+    total = check_count('count_items', total, _COUNT_ITEMS_FIX) if isinstance(total, torch.Tensor) else total   # one read a step
+    if f.world_size > 1: total = self.sum_over_processes(total, self.learn.loss_grad.device)
+    if window.reduction == 'mean' and not total:
+        raise ValueError('`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. ' + _COUNT_ITEMS_FIX)
+    f.window_total = total   # the window's items (over all processes), as the step averages over them
+    factor = window.close(total, f.world_size)
+    if factor != 1 and window.held:
+        grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]
+        if grads: torch._foreach_mul_(grads, factor)
+
+# %% ../nbs/10_accumulate.ipynb #7a1c1007
+@patch
+def sum_over_processes(self:GradientAccumulation, value, # A number this process holds (a count)
+                       device, # Where the process's tensors live
+                       out_of_memory:bool=False, # With `micro_batch_size='auto'`: whether this process ran out of memory in the window
+                      ):
+    "The sum of `value` over the processes; with `micro_batch_size='auto'`, each also says whether it ran out of memory"
+    if not self._agreeing: return all_reduce_sum(value, device)
+    total,failed = all_reduce_sums([value, float(out_of_memory)], device)
+    if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
+    return total
+
+@patch
+def _average_gradients(self:GradientAccumulation):
+    "With 'auto' under DDP: agree that no process ran out of memory in the window, then average the gradients"
+    self.sum_over_processes(0., self.learn.loss_grad.device)   # raises `OutOfMemoryElsewhere` if one did
+    self.this_fit.sync.average([p for p,*_ in self.learn.opt.all_params(with_grad=True)])
+
+# %% ../nbs/10_accumulate.ipynb #7a1c1009
+@patch
+def before_validate(self:GradientAccumulation):
+    "With `micro_batch_size`, inference (validation, `get_preds`) runs in micro-batches too"
+    if self.micro_batch_size is None: return
+    mbs = self.micro_batch_size
+    size = mbs if isinstance(mbs, int) else self.micro_bs or self.max_micro_batch_size   # 'auto': what training found, if it ran
+    self._splitter = InferenceSplitter(self.learn, size, auto=self._agreeing)
+
+@patch
+def after_validate(self:GradientAccumulation):
+    splitter = self.__dict__.pop('_splitter', None)
+    if splitter is not None: splitter.remove()
+
+# %% ../nbs/10_accumulate.ipynb #7a1c1011
+@patch
+def step_position(self:GradientAccumulation)->float:
+    "The step's place in training, as the large batch's `pct_train` at that step: (epoch + window index / windows per epoch) / epochs"
+    f = self.this_fit
+    if f.n_windows is None: f.n_windows = self._windows_per_epoch()
+    if not f.n_windows: return f.window_pct   # the loader cannot tell: where the window started
+    return (self.learn.epoch + min(f.windows_done, f.n_windows-1)/f.n_windows)/self.learn.n_epoch
+
+@patch
+def _windows_per_epoch(self:GradientAccumulation):
+    f = self.this_fit
+    if f.sizes is None or self.by_items: return 0
+    sizes = f.sizes if f.batcher is None else [s for n in f.sizes for s in split_sizes(n, f.batcher.size)]
+    return plan_epoch(sizes, f.window.size, self.drop_last).count(STEP)
+
+@patch
+def _steps_per_epoch(self:GradientAccumulation, dl):
+    sizes = epoch_sizes(dl)
+    if sizes is None or self.by_items: return None
+    bs = self.batch_size.setting or loader_bs(dl) or self.n_acc
+    return plan_epoch(sizes, bs, self.drop_last).count(STEP)
+
+@patch
+def _scale_lrs(self:GradientAccumulation):
+    "`lr_scale`: the step's learning rates, times `lr_factor`; the next micro-batch (or the epoch's end) gets them back"
+    opt,f = self.learn.opt,self.this_fit
+    f.unscaled_lrs,factor = [h['lr'] for h in opt.hypers],self.lr_factor(self.in_use)
+    opt.set_hyper('lr', [lr*factor for lr in f.unscaled_lrs])
+
+@patch
+def _unscale_lrs(self:GradientAccumulation):
+    f = self.this_fit
+    self.learn.opt.set_hyper('lr', f.unscaled_lrs)
+    f.unscaled_lrs = None
+
+@patch
+def _set_step_hypers(self:GradientAccumulation):
+    "Have fastai's schedulers set the hyper-parameters at the step's place in training (`LRFinder` counts steps)"
+    learn = self.learn
+    micro_pct,learn.pct_train = learn.pct_train,self.step_position()
+    try:
+        for sched in self.this_fit.schedulers:
+            if sched.run: sched.before_batch()
+    finally: learn.pct_train = micro_pct
+
+# %% ../nbs/10_accumulate.ipynb #7a1c1013
+@patch
+def _warn_batchnorm(self:GradientAccumulation, f):
+    "BatchNorm normalises each micro-batch with its own statistics: say so once per fit, short"
+    layers = [m for m in self.learn.model.modules() if isinstance(m, bn_types+(nn.SyncBatchNorm,)) and m.training]
+    if layers: warnings.warn(_batchnorm_message(self.batchnorm))
+    f.warned = True
+
+@patch
+def _accumulate_train_metrics(self:GradientAccumulation):
+    "The Recorder is silent on this micro-batch: feed its train metrics (not the loss) ourselves"
+    recorder = getattr(self.learn, 'recorder', None)
+    if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
+        for metric in recorder.metrics: metric.accumulate(self.learn)
+
+# %% ../nbs/10_accumulate.ipynb #7a1c1015
+@patch
+def state_dict(self:GradientAccumulation)->dict:
+    "What resuming at a step boundary needs: the batch size's owner, the fit's steps, the epoch's windows, the sizes found"
+    f = self.this_fit
+    return dict(batch_size=self.batch_size.state_dict(), n_steps=self.n_steps, found_bs=self.micro_bs if f is not None else self.found_bs,
+                windows_done=None if f is None else f.windows_done, lr_reference=None if f is None else f.lr_reference,
+                items_per_sample=None if f is None else f.window.items_per_sample, estimate_items=None if f is None else f.estimate_items)
+
+@patch
+def load_state_dict(self:GradientAccumulation, state:dict):
+    "Take `state` up: at once for what the fit has started, the rest when its training (and the epoch) starts"
+    self._pending = state
+    self.batch_size.load_state_dict(state['batch_size'])
+    self.found_bs = state['found_bs']
+    if self.this_fit is not None: self._load_fit_state(state)
+
+@patch
+def _load_fit_state(self:GradientAccumulation, state):
+    f = self.this_fit
+    self.batch_size.load_state_dict(state['batch_size'])
+    self.n_steps = f.n_steps = state['n_steps']
+    if state['lr_reference'] is not None: f.lr_reference = state['lr_reference']
+    if state['items_per_sample'] is not None: f.window.items_per_sample,f.estimate_items = state['items_per_sample'],state['estimate_items']
+    if f.batcher is not None and state['found_bs']: f.batcher.size = state['found_bs']
+    f.loggers.count_steps(f.n_steps)
+
+@patch
+def _load_epoch_state(self:GradientAccumulation, state):
+    if state['windows_done'] is not None: self.this_fit.windows_done = state['windows_done']
+    self._pending = None
+
+# %% ../nbs/10_accumulate.ipynb #7a1c1016
 def check_one_accumulator(learn, # The `Learner` about to train
                          ):
     "One accumulation callback per Learner: two would weigh (or step) the same micro-batches twice"
