@@ -127,7 +127,7 @@ class _Fit:
         self.estimate_items = ga.count_items is not None
         self.n_steps,self.windows_done,self.n_windows,self.window_pct,self.window_total = 0,0,None,0.,None
         self.sizes,self.left,self.unscaled_lrs,self.lr_reference,self.batcher,self.sync,self.warned = None,None,None,1,None,None,False
-        self.guards,self.nonzero = [],None   # with counts on the device: gradient hooks that drop a micro-batch without items
+        self.guards,self.nonzero,self.whole = [],None,None   # with counts on the device: gradient hooks that drop a micro-batch without items
 
     def start_epoch(self, sizes:list|None):
         "The epoch's loader sizes, and what is left of it from each batch on (summed once, not at every window)"
@@ -152,12 +152,15 @@ class GradientAccumulation(BatchCallback):
         tune:bool=False, # Time the micro-batch size, half and a quarter of it over the first windows, and keep the fastest
         lr_scale:str|None=None, # When `accum_bs` changes in training: multiply each step's lr by (accum_bs / accum_bs at the start), 'linear', or its square root, 'sqrt'
         batchnorm:str='window', # BatchNorm's running statistics: updated once per window, as the large batch would ('window'), or per micro-batch as PyTorch does ('micro')
+        whole_batch_loss:bool=False, # The loss sees the loader's whole batch (contrastive losses), the model runs in micro-batches of `micro_batch_size` (GradCache)
     ):
         check_positive_int('n_acc', n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
         if accum_bs is not None: check_positive_int('accum_bs', accum_bs, 'Pass the number of samples per optimizer step, e.g. accum_bs=64.')
         elif micro_batch_size is None: accum_bs = n_acc
         _check_micro_batch_size(micro_batch_size, max_micro_batch_size)
         check_bool('tune', tune)
+        if check_bool('whole_batch_loss', whole_batch_loss) and micro_batch_size is None:
+            raise ValueError("whole_batch_loss=True runs the model in micro-batches of `micro_batch_size`: pass micro_batch_size=..., e.g. 32, or 'auto'.")
         if not (lr_scale is None or isinstance(lr_scale, str)) or lr_scale not in LR_SCALES:
             raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {lr_scale!r}. Pass e.g. lr_scale='sqrt'.")
         if batchnorm not in ('window', 'micro'): raise ValueError(f"`batchnorm` must be 'window' or 'micro', got {batchnorm!r}. Pass batchnorm='window' (the default).")
@@ -168,7 +171,8 @@ class GradientAccumulation(BatchCallback):
         if accum_items is not None:
             check_positive_int('accum_items', accum_items, 'Pass the number of items (e.g. tokens) per optimizer step, or None to count samples.')
             if count_items is None: raise ValueError('`accum_items` counts items, so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
-        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,max_micro_batch_size,tune,lr_scale,batchnorm')
+        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,max_micro_batch_size,tune,lr_scale,batchnorm,'
+                   'whole_batch_loss')
         self.by_items = accum_items is not None
         self.batch_size = FixedBatchSize(accum_items if self.by_items else accum_bs)   # the one owner of the batch size
         self.this_fit,self.mb,self.n_steps,self.found_bs,self._pending,self._piece = None,None,0,None,None,(True, 0, 1.)
@@ -358,6 +362,7 @@ def micro_bs(self:GradientAccumulation)->int|None:
     "The micro-batch size in use: the splitter's, or the loader's batch"
     f = self.this_fit
     if f is None: return self._last_micro_bs   # the last fit's
+    if f.whole is not None: return f.whole.size
     return f.batcher.size if f.batcher is not None else f.loader_bs or (self.micro_batch_size if isinstance(self.micro_batch_size, int) else None)
 
 @patch
@@ -400,7 +405,7 @@ def _start_fit(self:GradientAccumulation):
 def _micro_batcher(self:GradientAccumulation, f):
     "What splits the loader's batches, when `micro_batch_size` asks for it and the loader declares its batch size"
     mbs,bs = self.micro_batch_size,f.loader_bs
-    if mbs is None: return None
+    if mbs is None or self.whole_batch_loss: return None   # (whole_batch_loss: the loss's batch is the loader's, see `WholeBatchLoss`)
     if bs is None:
         if mbs == 'auto': raise ValueError("micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`, or `batch_size`).")
         return None   # a loader that does not say: `micro_batch_size` is the size of its batches
@@ -448,6 +453,7 @@ def before_train(self:GradientAccumulation):
     f.window.reset()
     if self._pending is not None: self._load_epoch_state(self._pending)
     if f.batcher is not None: f.batcher.install(self.learn)
+    if self.whole_batch_loss: f.whole = self._whole_batch_loss()
 
 @patch
 def after_train(self:GradientAccumulation):
@@ -460,6 +466,7 @@ def after_train(self:GradientAccumulation):
     f.loggers.show()
     if f.unscaled_lrs is not None: self._unscale_lrs()
     if f.batcher is not None: f.batcher.remove()
+    self._stop_whole_batch_loss(f)
 
 @patch
 def after_fit(self:GradientAccumulation):
@@ -482,6 +489,7 @@ def _release(self:GradientAccumulation):
         f.batcher.remove()
     for part in f.parts: part.remove()
     for hook in f.guards: hook.remove()
+    self._stop_whole_batch_loss(f)
     self._last_micro_bs,self._last_world_size,self.this_fit = self.micro_bs,f.world_size,None
 
 @patch
@@ -520,6 +528,24 @@ def restart_window(self:GradientAccumulation):
     for part in f.parts: part.window_dropped()
     self.mb,f.n_windows = None,None
     f.loggers.show()
+
+@patch
+def _whole_batch_loss(self:GradientAccumulation):
+    "`whole_batch_loss`: the loader's batch through the loss whole, the model in micro-batches (GradCache), for an epoch"
+    from fastaccum.wholebatch import WholeBatchLoss
+    mbs = self.micro_batch_size
+    size = mbs if isinstance(mbs, int) else self.found_bs or self.max_micro_batch_size
+    if self.warn_batchnorm and any(isinstance(m, bn_types+(nn.SyncBatchNorm,)) for m in self.learn.model.modules()):
+        warnings.warn('whole_batch_loss with BatchNorm layers: they normalise each micro-batch with its own statistics and see it twice '
+                      '(two forwards), so the gradient is not the whole batch\'s. Use LayerNorm or GroupNorm. (warn_batchnorm=False silences this.)')
+    return WholeBatchLoss(self.learn, size, auto=self._agreeing)
+
+@patch
+def _stop_whole_batch_loss(self:GradientAccumulation, f):
+    if f.whole is None: return
+    if self._agreeing: self.found_bs = f.whole.size
+    f.whole.remove()
+    f.whole = None
 
 # %% ../nbs/10_accumulate.ipynb #7a1c1005
 @patch

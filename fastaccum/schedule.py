@@ -59,6 +59,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
         count_items:Callable|None=None, # `count_items(learn)`: items the micro-batch's mean loss averages over (e.g. tokens); default its samples
         lr_scale:str|None=None, # Multiply each step's lr by (batch in use / batch at the start): 'linear', 'sqrt' (its square root), or None
         items:bool=False, # Count `start_accum_bs`, `final_accum_bs` and the milestones in items (e.g. tokens, with `count_items`), not samples
+        whole_batch_loss:bool=False, # The loss sees the loader's whole batch, the model runs in micro-batches of `micro_batch_size` (see `WholeBatchLoss`)
     ):
         check_positive_int('start_accum_bs', start_accum_bs, 'Pass the samples per step at the start, e.g. start_accum_bs=32.')
         check_positive_int('final_accum_bs', final_accum_bs, 'Pass the samples per step at the end, e.g. final_accum_bs=256.')
@@ -72,7 +73,8 @@ class GradientAccumulationSchedule(GradientAccumulation):
         if check_bool('items', items) and count_items is None:
             raise ValueError('`items=True` counts items per step, so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
         super().__init__(start_accum_bs, micro_batch_size=micro_batch_size, log_accum_batch=log_accum_batch, drop_last=drop_last,
-                         warn_batchnorm=warn_batchnorm, count_items=count_items, accum_items=start_accum_bs if items else None, lr_scale=lr_scale)
+                         warn_batchnorm=warn_batchnorm, count_items=count_items, accum_items=start_accum_bs if items else None, lr_scale=lr_scale,
+                         whole_batch_loss=whole_batch_loss)
         store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,items')
         self.batch_size,self.history,self.history_epochs,self._scheduled = ScheduledBatchSize(start_accum_bs),[],None,None
         self._unit_bs,self._unit_processes = micro_batch_size if isinstance(micro_batch_size, int) else None,1
