@@ -13,22 +13,10 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['merge_moments', 'batch_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm', 'batchnorm_warning']
+__all__ = ['batch_moments', 'saved_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm',
+           'batchnorm_warning']
 
-# %% ../nbs/15_batchnorm.ipynb #0b0aa585
-def merge_moments(
-    a:tuple|None, # (count, mean, M2) of some values, per channel; None (or a count of 0) for no values
-    b:tuple, # The same of other values
-)->tuple:
-    "(count, mean, M2) of both sets of values together: Chan et al.'s parallel formula"
-    if a is None or not a[0]: return b
-    (na,ma,sa),(nb,mb,sb) = a,b
-    if not nb: return a
-    n = na+nb
-    delta = mb - ma
-    return n,torch.add(ma, delta, alpha=nb/n),torch.addcmul(sa + sb, delta, delta, value=na*nb/n)
-
-# %% ../nbs/15_batchnorm.ipynb #f6966ae5
+# %% ../nbs/15_batchnorm.ipynb #5e01f720
 def batch_moments(
     x:torch.Tensor, # A BatchNorm layer's input: (batch, channels) or (batch, channels, *spatial)
 )->tuple:
@@ -45,7 +33,40 @@ def batch_moments(
     mean = x.mean(dims, keepdim=True)
     return n,mean.flatten(),(x - mean).square_().sum(dims)
 
-# %% ../nbs/15_batchnorm.ipynb #00181cd3
+# %% ../nbs/15_batchnorm.ipynb #6642a0b1
+def saved_moments(
+    output:torch.Tensor, # A BatchNorm layer's output, from a training-mode forward
+    x:torch.Tensor, # Its input
+)->tuple|None:
+    "Per-channel (count, mean, invstd, eps) of `x` as PyTorch's BatchNorm kernel computed them and saved them for the backward; None where it saved none"
+    fn = output.grad_fn
+    if fn is None or type(fn).__name__ != 'NativeBatchNormBackward0': return None
+    mean,invstd = getattr(fn, '_saved_result1', None),getattr(fn, '_saved_result2', None)
+    if mean is None or invstd is None or mean.shape != x.shape[1:2]: return None
+    return x.numel()//x.shape[1],mean,invstd,fn._saved_eps
+
+# %% ../nbs/15_batchnorm.ipynb #d9f5c668
+def combine_moments(
+    parts:list, # Each set's (count, mean, M2), or (count, mean, invstd, eps) from `saved_moments` (one eps for all)
+)->tuple|None:
+    "(count, mean, M2) of all the sets of values together, in float64; None when they hold no values"
+    parts = [p for p in parts if p[0]]
+    if not parts: return None
+    saved,computed = [p for p in parts if len(p) == 4],[p for p in parts if len(p) == 3]
+    parts,device = saved + computed,parts[0][1].device
+    n,wide = sum(p[0] for p in parts),_wide(device)
+    counts = torch.tensor([float(p[0]) for p in parts], dtype=wide).to(device, non_blocking=True)[:, None]   # (no wait for the device)
+    means = torch.stack([p[1] for p in parts]).to(wide)
+    m2s = []
+    if saved:   # n*(1/invstd² - eps)
+        m2s.append(torch.stack([p[2] for p in saved]).to(wide).pow_(-2).sub_(saved[0][3]).clamp_(min=0).mul_(counts[:len(saved)]))
+    if computed: m2s.append(torch.stack([p[2] for p in computed]).to(wide))
+    mean = (means*counts).sum(0).div_(n)
+    return n,mean,torch.cat(m2s).sum(0).add_((means - mean).square_().mul_(counts).sum(0))
+
+def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
+
+# %% ../nbs/15_batchnorm.ipynb #e76377e1
 @torch.no_grad()
 def update_running_stats(
     layer:_BatchNorm, # A BatchNorm layer that tracks running statistics
@@ -57,32 +78,33 @@ def update_running_stats(
     nbt = layer.num_batches_tracked
     if nbt is not None: nbt.add_(1)
     if layer.momentum is not None: factor = layer.momentum
-    else: factor = 1/nbt.double() if nbt is not None else 0.   # the cumulative average, on the device (PyTorch reads it back)
+    elif nbt is not None: factor = 1/nbt   # the cumulative average, on the device (PyTorch reads the count back)
+    else: return   # (no count, no momentum: PyTorch's factor is 0)
     var = m2/max(n-1, 1)   # (a training forward of one value per channel raises in PyTorch: n > 1 here)
-    for buf,stat in ((layer.running_mean, mean), (layer.running_var, var)): buf.copy_(buf.double()*(1 - factor) + stat*factor)
+    for buf,stat in ((layer.running_mean, mean), (layer.running_var, var)): buf.lerp_(stat.to(buf.dtype), factor)   # (1-f)*running + f*stat
 
-# %% ../nbs/15_batchnorm.ipynb #5ba5000f
+# %% ../nbs/15_batchnorm.ipynb #11a9952c
 def batchnorm_layers(
     model:nn.Module, # A model
 )->dict:
     "The model's BatchNorm layers (`SyncBatchNorm` too) that track running statistics, by name"
     return {name:m for name,m in model.named_modules() if isinstance(m, _BatchNorm) and m.track_running_stats}
 
-# %% ../nbs/15_batchnorm.ipynb #6f37e286
+# %% ../nbs/15_batchnorm.ipynb #ec49e830
 def _model_of(obj):
     "The model to watch: `obj` itself, or an accumulation callback's `learn.model`; inside a DDP wrapper"
     model = obj if isinstance(obj, nn.Module) else getattr(getattr(obj, 'learn', None), 'model', None)
     if not isinstance(model, nn.Module): raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
-# %% ../nbs/15_batchnorm.ipynb #0ba866fb
+# %% ../nbs/15_batchnorm.ipynb #64ca1969
 class WindowBatchNorm:
     "Update BatchNorm's running statistics once per window, from the window's exact mean and unbiased variance, as one forward of the large batch would"
     def __init__(self,
         model:nn.Module|None=None, # A model to watch at once (or an accumulation callback, whose `learn.model` it is); else `start` it later
     ):
         self.model,self.layers,self.names,self._handles,self._off = None,[],[],[],set()
-        self._pending,self._window = [],[]
+        self._pending,self._window = [],[]   # per layer: what the micro-batch's forwards recorded; what the window's kept micro-batches did
         if model is not None: self.start(model)
 
     def start(self,
@@ -94,7 +116,7 @@ class WindowBatchNorm:
         if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
         layers = batchnorm_layers(self.model)
         self.names,self.layers = list(layers),list(layers.values())
-        self._pending,self._window = [[] for _ in self.layers],[None]*len(self.layers)
+        self._pending,self._window = [[] for _ in self.layers],[[] for _ in self.layers]
         for i,layer in enumerate(self.layers):
             self._handles += [layer.register_forward_pre_hook(partial(self._before, i)),
                               layer.register_forward_hook(partial(self._after, i), always_call=True)]
@@ -118,68 +140,64 @@ class WindowBatchNorm:
         if i not in self._off: return
         layer.track_running_stats = True
         self._off.discard(i)
-        if output is not None and args: self._pending[i].append(batch_moments(args[0]))
+        if output is not None and args: self._pending[i].append(saved_moments(output, args[0]) or batch_moments(args[0]))
 
     @property
     def held(self)->bool:
         "Whether the window holds statistics of some layer"
-        return any(w is not None for w in self._window)
+        return any(self._window)
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
 
-# %% ../nbs/15_batchnorm.ipynb #308ae284
+# %% ../nbs/15_batchnorm.ipynb #eb7f71b6
 @patch
-@torch.no_grad()
 def micro_batch_ended(self:WindowBatchNorm,
     kept:bool, # Whether the micro-batch's backward went into the window
 ):
     "The micro-batch is over: add what its forwards recorded (all of them, since the last call) to the window's statistics if `kept`, else forget it"
-    for i,pending in enumerate(self._pending):
+    for pending,window in zip(self._pending, self._window):
         if not pending: continue
-        if kept:
-            for n,mean,m2 in pending:
-                if not n: continue
-                w = self._window[i]
-                self._window[i] = (n, mean.to(_wide(mean.device)), m2.to(_wide(m2.device))) if w is None else merge_moments(w, (n, mean, m2))
+        if kept: window += pending   # combined when the window closes: no operation per micro-batch
         pending.clear()
 
-def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
-
-# %% ../nbs/15_batchnorm.ipynb #8a95a2a0
+# %% ../nbs/15_batchnorm.ipynb #cc2e3a9f
 @patch
 def window_closed(self:WindowBatchNorm):
     "The window stepped: update each layer's running statistics once from the window's (over every process, for `SyncBatchNorm`), then empty the window"
-    self._all_reduce_sync_batchnorms()
-    for layer,w in zip(self.layers, self._window):
-        if w is not None and w[0]: update_running_stats(layer, *w)
-    self._window = [None]*len(self.layers)
+    window = self._all_reduce_sync_batchnorms([combine_moments(parts) for parts in self._window])
+    for layer,w in zip(self.layers, window):
+        if w is not None: update_running_stats(layer, *w)
+    self.window_dropped()
 
 @patch
 def window_dropped(self:WindowBatchNorm):
     "The window was dropped (nothing stepped): forget its statistics"
-    self._window = [None]*len(self.layers)
+    self._window = [[] for _ in self.layers]
 
 @patch
-def _all_reduce_sync_batchnorms(self:WindowBatchNorm):
+def _all_reduce_sync_batchnorms(self:WindowBatchNorm,
+    window:list, # Each layer's (count, mean, M2) in this process's window, or None
+)->list:
     "Under torch.distributed: each `SyncBatchNorm` layer's window over every process of its group (see 'Under DDP' below)"
     dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()): return
+    if not (dist.is_available() and dist.is_initialized()): return window
     groups = []   # [(process group, [layer indices])], in the layers' order: the same in every process
     for i,layer in enumerate(self.layers):
         if not isinstance(layer, nn.SyncBatchNorm): continue
         same = [g for g in groups if g[0] is layer.process_group]
         if same: same[0][1].append(i)
         else: groups.append((layer.process_group, [i]))
-    for group,idx in groups: self._all_reduce_group(group, idx)
+    for group,idx in groups: self._all_reduce_group(window, group, idx)
+    return window
 
 @patch
 @torch.no_grad()
-def _all_reduce_group(self:WindowBatchNorm, group, idx:list):
-    "One float64 all-reduce of (count, sum, sum of squares) of these layers' windows, turned back into (count, mean, M2)"
+def _all_reduce_group(self:WindowBatchNorm, window:list, group, idx:list):
+    "One float64 all-reduce of (count, sum, sum of squares) of these layers' windows, turned back into (count, mean, M2), in `window`"
     parts = []
     for i in idx:
-        layer,w = self.layers[i],self._window[i]
+        layer,w = self.layers[i],window[i]
         if w is None: parts.append(torch.zeros(1 + 2*layer.num_features, dtype=torch.float64, device=layer.running_mean.device))
         else:
             n,mean,m2 = w
@@ -189,15 +207,16 @@ def _all_reduce_group(self:WindowBatchNorm, group, idx:list):
     sizes = [self.layers[i].num_features for i in idx]
     starts = [sum(1 + 2*c for c in sizes[:k]) for k in range(len(sizes))]
     for i,c,at,n in zip(idx, sizes, starts, flat[starts].tolist()):   # the counts: one read a step
-        if not n: self._window[i] = None; continue
+        if not n: window[i] = None; continue
         mean = flat[at+1:at+1+c]/n
-        self._window[i] = (round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0))
+        window[i] = (round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0))
 
-# %% ../nbs/15_batchnorm.ipynb #6c3256a9
+# %% ../nbs/15_batchnorm.ipynb #46db9db7
 @patch
 def state_dict(self:WindowBatchNorm)->dict:
     "The window's statistics, by layer name: {name: {'count', 'mean', 'm2'}}, tensors on the CPU"
-    return {name:dict(count=w[0], mean=w[1].cpu(), m2=w[2].cpu()) for name,w in zip(self.names, self._window) if w is not None}
+    window = {name:combine_moments(parts) for name,parts in zip(self.names, self._window)}
+    return {name:dict(count=w[0], mean=w[1].cpu(), m2=w[2].cpu()) for name,w in window.items() if w is not None}
 
 @patch
 def load_state_dict(self:WindowBatchNorm,
@@ -211,9 +230,9 @@ def load_state_dict(self:WindowBatchNorm,
     for i,name in enumerate(self.names):
         if name not in state: continue
         s,device = state[name],self.layers[i].running_mean.device
-        self._window[i] = (s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))
+        self._window[i] = [(s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))]
 
-# %% ../nbs/15_batchnorm.ipynb #bddc52e6
+# %% ../nbs/15_batchnorm.ipynb #5db36e8d
 def batchnorm_warning(
     batchnorm:str='window', # How the running statistics are updated: 'window' (once per window) or 'micro' (PyTorch's, per micro-batch)
     samples:int|None=None, # Samples in the window, for the message
