@@ -161,7 +161,7 @@ def micro_batch_ended(self:WindowBatchNorm,
         if kept: window += pending   # combined when the window closes: no operation per micro-batch
         pending.clear()
 
-# %% ../nbs/15_batchnorm.ipynb #cc2e3a9f
+# %% ../nbs/15_batchnorm.ipynb #0a2c31c5
 @patch
 def window_closed(self:WindowBatchNorm):
     "The window stepped: update each layer's running statistics once from the window's (over every process, for `SyncBatchNorm`), then empty the window"
@@ -193,7 +193,11 @@ def _all_reduce_sync_batchnorms(self:WindowBatchNorm,
 
 @patch
 @torch.no_grad()
-def _all_reduce_group(self:WindowBatchNorm, window:list, group, idx:list):
+def _all_reduce_group(self:WindowBatchNorm,
+    window:list, # Each layer's (count, mean, M2) in this process's window, or None: these layers' entries are replaced
+    group, # Their process group (None: the default)
+    idx:list, # Their places in `self.layers`
+):
     "One float64 all-reduce of (count, sum, sum of squares) of these layers' windows, turned back into (count, mean, M2), in `window`"
     parts = []
     for i in idx:
