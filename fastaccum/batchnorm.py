@@ -215,7 +215,7 @@ def _all_reduce_group(self:WindowBatchNorm,
         mean = flat[at+1:at+1+c]/n
         window[i] = (round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0))
 
-# %% ../nbs/15_batchnorm.ipynb #46db9db7
+# %% ../nbs/15_batchnorm.ipynb #833f650b
 @patch
 def state_dict(self:WindowBatchNorm)->dict:
     "The window's statistics, by layer name: {name: {'count', 'mean', 'm2'}}, tensors on the CPU"
@@ -236,7 +236,7 @@ def load_state_dict(self:WindowBatchNorm,
         s,device = state[name],self.layers[i].running_mean.device
         self._window[i] = [(s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))]
 
-# %% ../nbs/15_batchnorm.ipynb #5db36e8d
+# %% ../nbs/15_batchnorm.ipynb #80c39536
 def batchnorm_warning(
     batchnorm:str='window', # How the running statistics are updated: 'window' (once per window) or 'micro' (PyTorch's, per micro-batch)
     samples:int|None=None, # Samples in the window, for the message
