@@ -45,7 +45,7 @@ def saved_moments(
     if mean is None or invstd is None or mean.shape != x.shape[1:2]: return None
     return x.numel()//x.shape[1],mean,invstd,fn._saved_eps
 
-# %% ../nbs/15_batchnorm.ipynb #d9f5c668
+# %% ../nbs/15_batchnorm.ipynb #730696d2
 def combine_moments(
     parts:list, # Each set's (count, mean, M2), or (count, mean, invstd, eps) from `saved_moments` (one eps for all)
 )->tuple|None:
@@ -55,14 +55,14 @@ def combine_moments(
     saved,computed = [p for p in parts if len(p) == 4],[p for p in parts if len(p) == 3]
     parts,device = saved + computed,parts[0][1].device
     n,wide = sum(p[0] for p in parts),_wide(device)
-    counts = torch.tensor([float(p[0]) for p in parts], dtype=wide).to(device, non_blocking=True)[:, None]   # (no wait for the device)
-    means = torch.stack([p[1] for p in parts]).to(wide)
-    m2s = []
-    if saved:   # n*(1/invstd² - eps)
-        m2s.append(torch.stack([p[2] for p in saved]).to(wide).pow_(-2).sub_(saved[0][3]).clamp_(min=0).mul_(counts[:len(saved)]))
-    if computed: m2s.append(torch.stack([p[2] for p in computed]).to(wide))
-    mean = (means*counts).sum(0).div_(n)
-    return n,mean,torch.cat(m2s).sum(0).add_((means - mean).square_().mul_(counts).sum(0))
+    counts = torch.tensor([float(p[0]) for p in parts], dtype=wide).to(device, non_blocking=True)   # (no wait for the device)
+    means = torch.stack([p[1] for p in parts]).to(wide)   # (sets, channels)
+    variances = []   # each set's biased variance
+    if saved: variances.append(torch.stack([p[2] for p in saved]).to(wide).pow_(-2).sub_(saved[0][3]).clamp_(min=0))   # 1/invstd² - eps
+    if computed: variances.append(torch.stack([p[2] for p in computed]).to(wide).div_(counts[len(saved):, None]))   # M2/n
+    var = variances[0] if len(variances) == 1 else torch.cat(variances)
+    mean = torch.mv(means.T, counts).div_(n)
+    return n,mean,torch.mv(var.add_((means - mean).square_()).T, counts)   # M2 = sum of n_i*(var_i + (mean_i - mean)²)
 
 def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
 
