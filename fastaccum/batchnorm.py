@@ -236,7 +236,7 @@ def load_state_dict(self:WindowBatchNorm,
         s,device = state[name],self.layers[i].running_mean.device
         self._window[i] = [(s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))]
 
-# %% ../nbs/15_batchnorm.ipynb #80c39536
+# %% ../nbs/15_batchnorm.ipynb #da575dc2
 def batchnorm_warning(
     batchnorm:str='window', # How the running statistics are updated: 'window' (once per window) or 'micro' (PyTorch's, per micro-batch)
     samples:int|None=None, # Samples in the window, for the message
