@@ -8,11 +8,12 @@ Docs: https://fastaccum.github.io/fastaccum/internals/all.html.md"""
 __all__ = []
 
 # %% ../nbs/internals/all.ipynb #45223050
-from . import window, accumulate, schedule, noise
+from . import window, accumulate, schedule, noise, batchnorm
 from .window import *
 from .accumulate import *
 from .schedule import *
 from .noise import *
+from .batchnorm import *
 
 # nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
-__all__ = window.__all__ + accumulate.__all__ + schedule.__all__ + noise.__all__
+__all__ = window.__all__ + accumulate.__all__ + schedule.__all__ + noise.__all__ + batchnorm.__all__
