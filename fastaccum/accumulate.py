@@ -23,6 +23,7 @@ from .checks import check_positive_int, check_bool, check_count
 from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder
 from .distributed import ddp_world_size, all_reduce_sum, all_reduce_sums, WindowSync, fix_distributed_dl_broadcast
 from .microbatch import MicroBatcher, InferenceSplitter, OutOfMemoryElsewhere, split_sizes
+from .batchnorm import WindowBatchNorm, batchnorm_layers, batchnorm_warning
 
 # %% auto #0
 __all__ = ['PLANNED', 'WEIGHED', 'RAN', 'STEPPING', 'STEPPED', 'STEP_CANCELLED', 'BACKWARD_CANCELLED', 'DONE', 'LR_SCALES',
@@ -93,12 +94,6 @@ def _leaves(x):
     if isinstance(x, (list, tuple)): return [t for o in x for t in _leaves(o)]
     if isinstance(x, dict): return [t for o in x.values() for t in _leaves(o)]
     return [x]
-
-def _batchnorm_message(mode):
-    stats = ("their running statistics (what evaluation uses) are the window's, as the large batch's" if mode == 'window'
-             else "their running statistics are updated per micro-batch (batchnorm='micro')")
-    return ('BatchNorm layers normalise each micro-batch with its own statistics in training, not the window\'s; ' + stats +
-            '. For training exactly like the large batch, use GroupNorm or LayerNorm. (warn_batchnorm=False silences this.)')
 
 def _check_micro_batch_size(micro_batch_size, max_micro_batch_size):
     if micro_batch_size is not None and micro_batch_size != 'auto':
@@ -438,11 +433,7 @@ def _agreeing(self:GradientAccumulation): return self.micro_batch_size == 'auto'
 @patch
 def _watch_batchnorm(self:GradientAccumulation, f):
     "BatchNorm's running statistics of the window (a part that watches the window), where the model has BatchNorm in training"
-    try: from fastaccum.batchnorm import WindowBatchNorm, batchnorm_layers
-    except ImportError: return   # TEMPORARY until the batchnorm module lands
-    if not batchnorm_layers(self.learn.model): return
-    f.parts.append(WindowBatchNorm(self.learn.model))
-    f.parts[-1].start()
+    if batchnorm_layers(self.learn.model): f.parts.append(WindowBatchNorm().start(self))
 
 @patch
 def before_train(self:GradientAccumulation):
@@ -525,7 +516,9 @@ def restart_window(self:GradientAccumulation):
     "The window is undone (after running out of memory, by `MicroBatcher`): empty it and let the loggers run"
     f = self.this_fit
     f.window.reset()
-    for part in f.parts: part.window_dropped()
+    for part in f.parts:
+        part.micro_batch_ended(False)
+        part.window_dropped()
     self.mb,f.n_windows = None,None
     f.loggers.show()
 
@@ -680,7 +673,7 @@ def _set_step_hypers(self:GradientAccumulation):
 def _warn_batchnorm(self:GradientAccumulation, f):
     "BatchNorm normalises each micro-batch with its own statistics: say so once per fit, short"
     layers = [m for m in self.learn.model.modules() if isinstance(m, bn_types+(nn.SyncBatchNorm,)) and m.training]
-    if layers: warnings.warn(_batchnorm_message(self.batchnorm))
+    if layers: warnings.warn(batchnorm_warning(self.batchnorm, f.window.samples*f.world_size) + ' (warn_batchnorm=False silences this.)')
     f.warned = True
 
 @patch
