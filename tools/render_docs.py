@@ -459,7 +459,10 @@ def write_page(path, nb, meta, names, pages, first_site=False):
                   'aria-label="Search the docs" autocomplete="off"><div id="fa-results" hidden></div></div>')
         chrome = (f'<header id="fa-top"><button id="fa-menu" aria-label="Pages">☰ Pages</button>'
                   f'<a class="brand" href="index.html">fastaccum</a>{search}</header>{nav_html(pages, path.name)}'
-                  f'<div id="fa-main">{toc_html(headings)}')
+                  f'<div id="fa-main">')
+        cells = [m.start() for m in re.finditer(r'<div[^>]*class="jp-Cell ', body)]
+        at = cells[1] if len(cells) > 1 else body.index('</body>')   # after the title (at the side on a wide screen)
+        body = body[:at] + toc_html(headings) + body[at:]
         end = f'{pager_html(pages, path.name)}</div><script src="search.js"></script><script src="site.js"></script>'
         body = body.replace('</head>', CSS + '</head>', 1)
     body = re.sub(r'(<body[^>]*>)', lambda m: m.group(1) + chrome, body, count=1)
