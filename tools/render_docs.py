@@ -193,7 +193,8 @@ body { margin: 0; }
 #fa-main { margin: 48px 0 0 230px; max-width: 1000px; padding: 8px 24px 40px; box-sizing: border-box; min-width: 0; }
 #fa-toc { font: 13px -apple-system, "Segoe UI", Roboto, sans-serif; }
 #fa-toc .toc-title { font-weight: 600; color: #555; margin-bottom: 4px; }
-#fa-toc a { display: block; padding: 2px 0 2px 8px; color: #2780e3; text-decoration: none; border-left: 1px solid #ddd; }
+#fa-toc a { display: block; padding: 2px 0 2px 8px; color: #2780e3; text-decoration: none; border-left: 1px solid #ddd;
+            overflow-wrap: anywhere; }
 #fa-toc a.l3 { padding-left: 20px; font-size: 12px; }
 #fa-pager { display: flex; justify-content: space-between; gap: 16px; margin-top: 40px; padding-top: 12px;
             border-top: 1px solid #ddd; font: 14px -apple-system, "Segoe UI", Roboto, sans-serif; }
@@ -422,7 +423,7 @@ CDN_SCRIPTS = [re.compile(r'<script src="https://[^"]*require[^"]*"></script>'),
 
 def section_index(body, headings, href, title):
     "Search entries for a page: one per section, its heading and its text"
-    main = re.sub(r'<(script|style)\b.*?</\1>', '', body, flags=re.S)
+    main = re.sub(r'<(script|style|nav)\b.*?</\1>', '', body, flags=re.S)   # the page's text, not its navigation
     main = main[main.find('<main'):] if '<main' in main else main
     parts = re.split(r'(<h[1-6] id="[^"]*">)', main)
     entries, section, ident = [], title, ''
