@@ -43,7 +43,8 @@ Before the site, the check tests itself: a page made of every problem the first 
 warnings, paths, `def Class(`, helpers as API, a missing parameter table, long and mixed numbers, assertions, dead
 links and `#fragments`, navigation out of order, "Notebook" as its title, no table of contents, pager or search, CDN
 maths, an object address, GPU code without results, a layout 400 px cannot hold), rendered as the first site rendered
-it, and a notebook whose examples use hidden helpers, must draw each complaint.
+it, a notebook whose examples use hidden helpers, and a Quarto configuration without a table of contents,
+previous/next links or search, must draw each complaint.
 """
 import argparse, hashlib, html, importlib, inspect, json, os, re, shutil, socket, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
@@ -852,9 +853,20 @@ def hidden_names(nb):
     return {n: (hidden[n], visible_used[n]) for n in sorted(visible_used) if n in hidden and n not in provided}
 
 
-def source_problems(pages):
-    "What the notebooks behind the pages get wrong, found without a browser"
+def quarto_problems(config):
+    "What the published (Quarto) site would lack of the navigation this site has: `config` is nbs/_quarto.yml, read"
+    html_format, website = (config.get('format') or {}).get('html') or {}, config.get('website') or {}
     problems = []
+    if not html_format.get('toc'): problems.append('nbs/_quarto.yml: no table of contents on the published site (format: html: toc: true)')
+    if not website.get('page-navigation'): problems.append('nbs/_quarto.yml: no previous/next links on the published site (website: page-navigation: true)')
+    if not (website.get('navbar') or {}).get('search'): problems.append('nbs/_quarto.yml: no search box on the published site (website: navbar: search: true)')
+    return problems
+
+
+def source_problems(pages):
+    "What the notebooks behind the pages (and the published site's configuration) get wrong, found without a browser"
+    import yaml
+    problems = quarto_problems(yaml.safe_load((nbs_dir/'_quarto.yml').read_text()))
     hashes = json.loads(record.read_text()) if record.exists() else {}
     internal = [n for n, *_ in pages if '/' in n]   # internals/ and tests/ hold no pages
     if internal: problems.append(f'internal pages on the site: {internal}')
@@ -950,7 +962,9 @@ SELF_TEST_EXPECTS = ['progress-bar frames', 'a training table as text', 'stderr 
                      'a link to a fragment that is not there: index.html#nowhere', "its <title> is 'Notebook'", 'no table of contents',
                      'previous/next links are None/None', 'no search box', 'needs the network: https://cdnjs', 'maths left as TeX',
                      'an object address', 'GPU code shown without its results', f'at {NARROW_PX} px wide the page is',
-                     f'at {NARROW_PX} px wide the text is', 'hidden: `synth_learner`', 'hidden: `Fraction`', 'hidden: `helper`']
+                     f'at {NARROW_PX} px wide the text is', 'hidden: `synth_learner`', 'hidden: `Fraction`', 'hidden: `helper`',
+                     'no table of contents on the published site', 'no previous/next links on the published site',
+                     'no search box on the published site']
 # ... and what it must not report there: a name the page imports visibly, one fastai's star import brings (also when a
 # hidden cell imports it), one of show_doc's calls (nbdev shows their output, not the call)
 SELF_TEST_SPARES = ['hidden: `rel_diff`', 'hidden: `Learner`', 'hidden: `y`', 'hidden: `warnings`', 'hidden: `tiny_mlp`']
@@ -960,6 +974,7 @@ def self_test():
     """The check must find every problem of pages made of them: render `bad_page` as the first site rendered pages, check
     it, and check `bad_notebook`'s hidden names; a page of the current renderer with a dead fragment must draw that too"""
     found = [f'hidden: `{n}`' for n in hidden_names(bad_notebook())]
+    found += quarto_problems({'format': {'html': {'theme': 'cosmo'}}, 'website': {'navbar': {'background': 'primary'}}})
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         pages = [(None, '10_accumulate.ipynb', 'Gradient accumulation'), (None, 'index.ipynb', 'fastaccum')]   # out of order
