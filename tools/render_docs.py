@@ -43,7 +43,8 @@ Before the site, the check tests itself: a page made of every problem the first 
 warnings, paths, `def Class(`, helpers as API, a missing parameter table, long and mixed numbers, assertions, dead
 links and `#fragments`, navigation out of order, "Notebook" as its title, no table of contents, pager or search, CDN
 maths, an object address, GPU code without results, a layout 400 px cannot hold), rendered as the first site rendered
-it, a notebook whose examples use hidden helpers, and a Quarto configuration without a table of contents,
+it, a notebook whose examples use hidden helpers, a page of benchmark numbers whose results changed, and a
+Quarto configuration without a table of contents,
 previous/next links or search, must draw each complaint.
 """
 import argparse, hashlib, html, importlib, inspect, json, os, re, shutil, socket, subprocess, sys, tempfile, time
@@ -105,12 +106,12 @@ def directives(src):
     return {m.group(1): m.group(2).strip() for m in re.finditer(r'^#\|\s*([\w-]+):?(.*)$', src, flags=re.M)}
 
 
-def code_hash(nb):
+def code_hash(nb, results=root/'bench'/'results'):
     "What a page's outputs depend on: its code cells, and the benchmark results when its code reads them"
     code = '\n#-----\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code')
     h = hashlib.sha1(code.encode())
     if 'bench/results' in code:   # the numbers a page shows from the benchmarks: a new run makes its outputs stale
-        for f in sorted((root/'bench'/'results').glob('*')): h.update(f.name.encode() + f.read_bytes())
+        for f in sorted(Path(results).glob('*')): h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -964,7 +965,7 @@ SELF_TEST_EXPECTS = ['progress-bar frames', 'a training table as text', 'stderr 
                      'an object address', 'GPU code shown without its results', f'at {NARROW_PX} px wide the page is',
                      f'at {NARROW_PX} px wide the text is', 'hidden: `synth_learner`', 'hidden: `Fraction`', 'hidden: `helper`',
                      'no table of contents on the published site', 'no previous/next links on the published site',
-                     'no search box on the published site']
+                     'no search box on the published site', 'stale: the benchmark results changed']
 # ... and what it must not report there: a name the page imports visibly, one fastai's star import brings (also when a
 # hidden cell imports it), one of show_doc's calls (nbdev shows their output, not the call)
 SELF_TEST_SPARES = ['hidden: `rel_diff`', 'hidden: `Learner`', 'hidden: `y`', 'hidden: `warnings`', 'hidden: `tiny_mlp`']
@@ -975,6 +976,11 @@ def self_test():
     it, and check `bad_notebook`'s hidden names; a page of the current renderer with a dead fragment must draw that too"""
     found = [f'hidden: `{n}`' for n in hidden_names(bad_notebook())]
     found += quarto_problems({'format': {'html': {'theme': 'cosmo'}}, 'website': {'navbar': {'background': 'primary'}}})
+    with tempfile.TemporaryDirectory() as tmp:   # a page showing benchmark numbers goes stale when the results change
+        reads = {'cells': [{'cell_type': 'code', 'source': "json.loads(Path('bench/results/results.json').read_text())"}]}
+        (Path(tmp)/'results.json').write_text('{"ddp": [0.608, 0.911]}'); before = code_hash(reads, tmp)
+        (Path(tmp)/'results.json').write_text('{"ddp": [1.087, 1.440]}')
+        if code_hash(reads, tmp) != before: found.append('stale: the benchmark results changed')
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         pages = [(None, '10_accumulate.ipynb', 'Gradient accumulation'), (None, 'index.ipynb', 'fastaccum')]   # out of order
