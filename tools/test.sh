@@ -56,7 +56,7 @@ grep -q 'Failed On The Following' "$log" && sed -n '/Error in\|Exception in\|Err
 
 wait $vision; cp "$vlog" "$log"; result 'vision recipe, in its own environment (.venv-vision)' "$(cat "$vlog.rc")"; rm -f "$vlog" "$vlog.rc"
 echo "      (notebooks and vision: $((SECONDS-start)) s)"
-check 'docs site: rendered, and opened in headless Chromium' bash tools/docs.sh --check
+check 'docs site: built, its notebooks checked, and opened in headless Chromium' bash tools/docs.sh --check
 rm -f "$log"
 echo "(tests, after set-up: $((SECONDS-t0)) s)"
 echo "$passed passed, $failed failed$( [ $skipped -gt 0 ] && echo ", $skipped skipped")"
