@@ -43,9 +43,8 @@ Before the site, the check tests itself: a page made of every problem the first 
 warnings, paths, `def Class(`, helpers as API, a missing parameter table, long and mixed numbers, assertions, dead
 links and `#fragments`, navigation out of order, "Notebook" as its title, no table of contents, pager or search, CDN
 maths, an object address, GPU code without results, a layout 400 px cannot hold), rendered as the first site rendered
-it, a notebook whose examples use hidden helpers, a page of benchmark numbers whose results changed, and a
-Quarto configuration without a table of contents,
-previous/next links or search, must draw each complaint.
+it, a notebook whose examples use hidden helpers, a page of benchmark numbers whose results changed, and a Quarto
+configuration without a table of contents, previous/next links or search, must draw each complaint.
 """
 import argparse, hashlib, html, importlib, inspect, json, os, re, shutil, socket, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
