@@ -1019,9 +1019,10 @@ if __name__ == '__main__':
         problems = source_problems(pages)
         if not browser:
             print('\n'.join(problems) if problems else f'the notebooks behind the {len(pages)} pages check out')
-            if problems: sys.exit(1)
+            if problems: sys.exit(f'{len(problems)} problems in the notebooks behind the pages (above); Chromium is not installed, '
+                                  f'so the pages were not opened')
             print(f'SKIPPED: Chromium is not installed, so the pages were built but not opened: {INSTALL_CHROMIUM}')
             sys.exit(77)
         problems += check(pages)
         print('\n'.join(problems) if problems else f'all {len(pages)} pages read as they should; screenshots in {site/"screenshots"}')
-        sys.exit(1 if problems else 0)
+        if problems: sys.exit(f'{len(problems)} problems (above); screenshots in {site/"screenshots"}')
