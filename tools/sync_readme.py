@@ -1,21 +1,31 @@
 """Write README.md from nbs/index.ipynb without Quarto (which cannot be installed here).
 
 `python tools/sync_readme.py` rewrites README.md; `--check` exits 1 if README.md is out of step, or if one of
-its links to a file of the repository leads nowhere.
+its links leads nowhere: a file of the repository that is not there, or a page (or a `#fragment` of one) that the
+docs site does not have.
 Markdown cells are copied, code cells become ```python blocks; cells marked `#| hide` are left out and `#|`
-directives are dropped, as nbdev's own README rendering does. Links between pages (`10_accumulate.ipynb`, right
-from the docs site) become links from the repository's root (`nbs/10_accumulate.ipynb`).
+directives are dropped, as nbdev's own README rendering does. The README is also the package's description on
+PyPI, where the repository's files are not at hand: links between pages (`10_accumulate.ipynb#section`, right
+from the docs site) become links to the published docs site (`https://fastaccum.github.io/fastaccum/accumulate.html#section`).
 """
 import json, re, sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
+SITE_URL = 'https://fastaccum.github.io/fastaccum/'
+
+def page_name(nb_name):
+    "The page nbdev and Quarto make of a notebook: `10_accumulate.ipynb` -> `accumulate.html`"
+    return re.sub(r'^\d+[a-z]?_', '', Path(nb_name).stem) + '.html'
+
+def site_link(m):
+    return f'](https://fastaccum.github.io/fastaccum/{page_name(m.group(1))}{m.group(2) or ""})'
 
 def cell_text(cell):
     src = ''.join(cell['source'])
     lines = src.splitlines()
     if any(l.strip() in ('#| hide', '#|hide') for l in lines): return None
-    if cell['cell_type'] == 'markdown': return re.sub(r'\]\((?!https?:|#|nbs/)([\w.-]+\.ipynb)', r'](nbs/\1', src.strip())
+    if cell['cell_type'] == 'markdown': return re.sub(r'\]\((?!https?:|#)(?:nbs/)?([\w.-]+\.ipynb)(#[^)\s]*)?\)', site_link, src.strip())
     code = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
     return f'```python\n{code}\n```' if code else None
 
@@ -25,16 +35,37 @@ def render(nb_path=root/'nbs'/'index.ipynb'):
     note = '<!-- Generated from nbs/index.ipynb by tools/sync_readme.py: edit the notebook, not this file. -->'
     return f'{note}\n\n{body}\n'
 
+def pandoc_id(text):
+    "The id pandoc (so Quarto) gives a heading (as tools/render_docs.py does)"
+    kept = ''.join(c for c in text.lower() if c.isalnum() or c.isspace() or c in '_-.')
+    ident = '-'.join(kept.split())
+    while ident and not ident[0].isalpha(): ident = ident[1:]
+    return ident or 'section'
+
+def page_ids(nb_path):
+    "The heading ids of a notebook's page: its markdown headings and show_doc's (in its saved markdown outputs)"
+    texts = []
+    for c in json.loads(nb_path.read_text())['cells']:
+        texts.append(''.join(c['source']) if c['cell_type'] == 'markdown' else '')
+        for o in c.get('outputs', []): texts.append(''.join(o.get('data', {}).get('text/markdown', '')))
+    heads = [re.sub(r'`|\*|\[([^]]*)\]\([^)]*\)', r'\1', h) for t in texts for h in re.findall(r'^#{1,6}\s+(.+?)\s*#*\s*$', t, flags=re.M)]
+    return {pandoc_id(h) for h in heads}
+
 def broken_links(text):
-    "Relative links of the README that name no file of the repository"
-    targets = re.findall(r'\]\((?!https?:|#|mailto:)([^)#\s]+)', text)
-    return [t for t in targets if not (root/t).exists()]
+    "Links of the README that lead nowhere: repository files that do not exist, docs pages or sections that do not"
+    broken = [t for t in re.findall(r'\]\((?!https?:|#|mailto:)([^)#\s]+)', text) if not (root/t).exists()]
+    pages = {page_name(p): p for p in (root/'nbs').glob('*.ipynb')}
+    for page, frag in re.findall(re.escape(SITE_URL) + r'([\w.-]*)(?:#([^)\s]*))?\)', text):
+        if not page: continue
+        if page not in pages: broken.append(SITE_URL + page)
+        elif frag and frag not in page_ids(pages[page]): broken.append(f'{SITE_URL}{page}#{frag}')
+    return broken
 
 if __name__ == '__main__':
     readme, text = root/'README.md', render()
     if '--check' in sys.argv:
         broken = broken_links(text)
-        if broken: sys.exit(f'README.md links to files that do not exist: {broken}')
+        if broken: sys.exit(f'README.md links to what does not exist: {broken}')
         ok = readme.exists() and readme.read_text() == text
         print('README.md is in step with nbs/index.ipynb' if ok else
               'README.md is out of step with nbs/index.ipynb: run `python tools/sync_readme.py`')
