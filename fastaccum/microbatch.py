@@ -236,6 +236,19 @@ def concat_outputs(outputs:list, # The model's outputs for consecutive micro-bat
     return first
 
 # %% ../nbs/13_micro_batch.ipynb #7a1c0e25
+def fastai_batch(learn, # The `Learner`
+                 forward, # `forward(xb)`: the batch's prediction, in place of `learn.model(*xb)`
+                ):
+    "fastai's `Learner._do_one_batch`, with `forward` for the model's call (the one place fastaccum copies fastai's batch)"
+    learn.pred = forward(learn.xb)
+    learn('after_pred')
+    if len(learn.yb):
+        learn.loss_grad = learn.loss_func(learn.pred, *learn.yb)
+        learn.loss = learn.loss_grad.clone()
+    learn('after_loss')
+    if not learn.training or not len(learn.yb): return
+    learn._do_grad_opt()
+
 class InferenceSplitter:
     "Runs each inference batch's forward in micro-batches of at most `size` samples (`None`: whole, until memory runs out with `auto`)"
     def __init__(self,
@@ -244,28 +257,13 @@ class InferenceSplitter:
         auto:bool=False, # On out-of-memory, halve `size` and run the batch again
     ):
         store_attr()
-        learn.one_batch = self.one_batch
+        learn._do_one_batch = self._do_one_batch
 
     def remove(self):
-        "Give `one_batch` back to fastai"
-        self.learn.__dict__.pop('one_batch', None)
+        "Give `_do_one_batch` back to fastai"
+        self.learn.__dict__.pop('_do_one_batch', None)
 
-    def one_batch(self, i, b):
-        "fastai's inference batch, its forward in micro-batches"
-        learn = self.learn
-        learn.iter = i
-        learn._split(learn._set_device(b))
-        learn._with_events(self._do_one_batch, 'batch', CancelBatchException)
-
-    def _do_one_batch(self):
-        "fastai's `_do_one_batch` out of training: the whole batch's prediction, loss and `after_loss`"
-        learn = self.learn
-        learn.pred = self._forward(learn.xb)
-        learn('after_pred')
-        if len(learn.yb):
-            learn.loss_grad = learn.loss_func(learn.pred, *learn.yb)
-            learn.loss = learn.loss_grad.clone()
-        learn('after_loss')
+    def _do_one_batch(self): fastai_batch(self.learn, self._forward)
 
     def _forward(self, xb):
         n = find_bs(xb)

@@ -13,7 +13,7 @@ from torch import nn
 from fastcore.basics import store_attr
 from fastcore.xtras import modify_exception
 from fastai.torch_core import find_bs
-from .microbatch import split_sizes, slice_batch, concat_outputs, is_out_of_memory
+from .microbatch import split_sizes, slice_batch, concat_outputs, is_out_of_memory, fastai_batch
 from .distributed import no_sync_model
 
 # %% auto #0
@@ -61,16 +61,8 @@ class WholeBatchLoss:
         for name in ('_do_one_batch', '_backward'): self.learn.__dict__.pop(name, None)
 
     def _do_one_batch(self):
-        "fastai's `_do_one_batch`, the forward in micro-batches without a graph: `pred` is the whole batch's output, each tensor a leaf"
-        learn = self.learn
-        learn.pred = self._first_pass(learn.xb)
-        learn('after_pred')
-        if len(learn.yb):
-            learn.loss_grad = learn.loss_func(learn.pred, *learn.yb)
-            learn.loss = learn.loss_grad.clone()
-        learn('after_loss')
-        if not learn.training or not len(learn.yb): return
-        learn._do_grad_opt()
+        "fastai's batch, the forward in micro-batches without a graph: `pred` is the whole batch's output, each tensor a leaf"
+        fastai_batch(self.learn, self._first_pass)
 
     def _first_pass(self, xb):
         n = find_bs(xb)
