@@ -366,6 +366,20 @@ def lr_factor(self:GradientAccumulation, in_use:int, # A batch (samples, or item
     "What `lr_scale` multiplies a step's learning rate by with the batch `in_use`: its ratio to the batch at the start of the fit, or that ratio's square root"
     return (in_use/self.this_fit.lr_reference)**LR_SCALES[self.lr_scale]
 
+@patch
+def piece_runs(self:GradientAccumulation,
+    last:bool=True, # Whether it is the last piece of its loader batch
+    offset:int=0, # Its first sample in the loader batch
+    share:float=1., # Its share of the loader batch
+):
+    "The splitter (`MicroBatcher`) says which piece of a loader batch runs next (no arguments: whole loader batches)"
+    self._piece = (last, offset, share)
+
+@patch
+def release_sync(self:GradientAccumulation):
+    "Leave DDP's `no_sync` (the splitter, before running a window again after running out of memory)"
+    if self.this_fit is not None: self.this_fit.sync.release()
+
 # %% ../nbs/10_accumulate.ipynb #7a1c1003
 @patch
 def before_fit(self:GradientAccumulation):

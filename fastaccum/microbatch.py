@@ -80,7 +80,7 @@ class MicroBatcher:
         if self.learn is None: return
         self.learn.__dict__.pop('one_batch', None)
         for cb in self.counters: object.__setattr__(cb, 'run_train', True)
-        self.cb._piece = (True, 0, 1.)
+        self.cb.piece_runs()   # whole loader batches again
         self.learn,self.batches,self.snapshot = None,[],None
 
     def one_batch(self, i, b):
@@ -118,7 +118,7 @@ class MicroBatcher:
         learn = self.learn
         last = offset+size == n
         learn.iter = i
-        self.cb._piece = (last, offset, size/n)
+        self.cb.piece_runs(last, offset, size/n)
         for cb in self.counters: object.__setattr__(cb, 'run_train', last)   # `pct_train`, `train_iter`: once per loader batch
         learn._split(slice_batch(b, n, offset, offset+size))
         learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
@@ -163,7 +163,7 @@ class MicroBatcher:
         learn = self.learn
         autocast = getattr(getattr(learn, 'mixed_precision', None), 'autocast', None)
         if autocast is not None and torch.is_autocast_enabled(autocast.device): autocast.__exit__(None, None, None)
-        self.cb.this_fit.sync.release()
+        self.cb.release_sync()
         learn.pred = learn.loss = learn.loss_grad = None
         for p in learn.model.parameters(): p.grad = None   # part of it may already be written
         states = getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', None)   # the GradScaler's, if it got to its step
