@@ -136,11 +136,22 @@ class GradientAccumulationSchedule(GradientAccumulation):
 
     # -- the fit: the schedule and its records start when training starts (not at `validate`, which fires `before_fit` too)
     def _start_fit(self):
-        super()._start_fit()
         recorder = getattr(self.learn, 'recorder', None)
         if recorder is not None: recorder.accum_bs = []
         # lr_find measures at `start_accum_bs` and leaves the schedule's own records (of the last fit) as they were
         if not hasattr(self.learn, 'lr_finder'): self.history,self.history_epochs = [],self.n_epoch
+        super()._start_fit()   # (where a checkpoint's state, if one is being resumed, is taken up)
+
+    def state_dict(self)->dict:
+        "`GradientAccumulation`'s, with the schedule's records (its `history`, and the Recorder's `accum_bs`)"
+        recorder = getattr(getattr(self, 'learn', None), 'recorder', None)
+        return dict(super().state_dict(), history=list(self.history), recorder_accum_bs=list(getattr(recorder, 'accum_bs', [])))
+
+    def _load_fit_state(self, state):
+        super()._load_fit_state(state)
+        self.history = list(state['history'])
+        recorder = getattr(self.learn, 'recorder', None)
+        if recorder is not None: recorder.accum_bs = list(state['recorder_accum_bs'])
 
     def step_position(self)->float:
         "The step's place in training: where its window started (`pct_train`, which counts micro-batches, so samples)"
