@@ -83,20 +83,15 @@ class StepLoggers:
             wandb_time_window(self.wandb, self.window_start, n_last, n_window)
 
 # %% ../nbs/20_integrations.ipynb #b0c1d2e4
-_BATCH_EVENTS = frozenset(_inner_loop)
-_CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException, CancelTrainException, CancelValidException)
+def _nothing(self): "A batch event this callback does not use"
 
 class BatchCallback(Callback):
-    "A `Callback` (for training only) whose batch events are dispatched directly: fastai's dispatch, made quick for the events of every batch"
+    "A fastai `Callback` for training micro-batches, dispatched by fastai itself and cheap there: every batch event defined, `training` read from the Learner"
     run_valid = False
-    def __call__(self, event_name):
-        if event_name not in _BATCH_EVENTS: return super().__call__(event_name)
-        method = getattr(type(self), event_name, None)   # looked up now, so that `@patch` on a handler takes effect
-        if method is None or not (self.run and self.run_train and self.learn.training): return None
-        try: return method(self)
-        except _CANCELS: raise
-        except Exception as e:
-            raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n\t{e.args[0] if e.args else e!r}', replace=True)
+    @property
+    def training(self)->bool: return self.learn.training   # (fastai's dispatch reads it at every event: not through `GetAttr`)
+
+for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
 
 # %% ../nbs/20_integrations.ipynb #0514826e
 def wandb_count_batch(wandb_cb, # fastai's `WandbCallback`
