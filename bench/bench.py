@@ -4,39 +4,63 @@ environment is set up, `.venv/bin/python bench/bench.py`); it writes `bench/resu
 which the Benchmarks page of the docs shows.
 
 Timings are ratios measured side by side in one run, never asserted: each comparison alternates its runs, and the
-overhead table takes the median of the ratios of paired runs, which cancels the drift of a shared machine.
+overhead table takes the median of the ratios of paired runs, which cancels the drift of a shared machine. Every table
+runs on one thread (set on import, `limit_threads`); an epoch is timed from outside fastai's training phase
+(`fit_timed`), since a timing callback is dispatched at every batch event and adds to what it times; and the Learners
+carry only the callbacks meant (importing fastxtend adds its `LogDispatch` to fastai's defaults: it is taken out again).
 """
 from __future__ import annotations
 import gc, json, math, os, socket, statistics, subprocess, sys, tempfile, textwrap, time
 from copy import deepcopy
 from functools import partial
 from pathlib import Path
+
+def limit_threads():
+    "One thread for torch, here and in the processes the benchmarks start (DDP, fresh-process memory): every timed table runs under it"
+    for var in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS'): os.environ[var] = '1'
+    import torch; torch.set_num_threads(1)
+
+limit_threads()   # the one place: on import, before torch starts its thread pool and before any table is timed
 import numpy as np, pandas as pd, torch, fastai
 from torch import nn
 import torch.nn.functional as F
 from fastcore.script import call_parse
 from fastprogress.fastprogress import progress_bar
 from fastai.basics import *
+from fastai.callback.progress import ProgressCallback
 from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
 from fastaccum.accumulate import GradientAccumulation
 from fastaccum.noise import GradientNoiseScale
 from fastaccum.testing import reference_fit_windows, reference_windows
 
+def _fastxtend():
+    "fastxtend 0.1.7's `GradientAccumulation` and `LogDispatch`, or `None` where fastxtend is not installed"
+    try:
+        from fastxtend.callback.gradaccum import GradientAccumulation as FastxtendGradientAccumulation
+        from fastxtend.callback.utils import LogDispatch
+    except Exception: return None
+    # importing fastxtend appends its `LogDispatch` to fastai's `defaults.callbacks`, so every later Learner (fastai's,
+    # fastaccum's, the hand-timed ones) would carry it: it is taken out again, and only fastxtend's runs get it (`make_callbacks`)
+    while LogDispatch in defaults.callbacks: defaults.callbacks.remove(LogDispatch)
+    return FastxtendGradientAccumulation,LogDispatch
+
 def fastxtend_callback():
     "fastxtend 0.1.7's `GradientAccumulation`, or `None` where fastxtend is not installed"
-    try: from fastxtend.callback.gradaccum import GradientAccumulation as FastxtendGradientAccumulation
-    except Exception: return None
-    return FastxtendGradientAccumulation
+    fx = _fastxtend()
+    return fx and fx[0]
 
-def make_callback(method:str, # 'fastaccum', 'fastai built-in' or 'fastxtend'
-                  accum_bs:int, # Samples per optimizer step
-                 ):
-    "The accumulation callback `method` names, for `accum_bs` samples per step"
-    if method == 'fastaccum': return GradientAccumulation(accum_bs)
-    if method == 'fastai built-in': return FastaiGradientAccumulation(n_acc=accum_bs)
+def make_callbacks(method:str, # 'fastaccum', 'fastai built-in' or 'fastxtend'
+                   accum_bs:int, # Samples per optimizer step
+                  )->list:
+    "The callbacks `method` adds to a Learner, for `accum_bs` samples per step"
+    if method == 'fastaccum': return [GradientAccumulation(accum_bs)]
+    if method == 'fastai built-in': return [FastaiGradientAccumulation(n_acc=accum_bs)]
     # fastxtend defaults to drop_last=True, and then skips micro-batches of full windows (its check runs per
-    # micro-batch, not per window): with drop_last=False it does the same work as the others
-    if method == 'fastxtend': return fastxtend_callback()(accum_bs, drop_last=False)
+    # micro-batch, not per window): with drop_last=False it does the same work as the others. Its users' Learners
+    # carry its `LogDispatch` (a default callback once fastxtend is imported), and so do its runs here
+    if method == 'fastxtend':
+        fastxtend_ga,log_dispatch = _fastxtend()
+        return [fastxtend_ga(accum_bs, drop_last=False), log_dispatch()]
     raise ValueError(f'unknown method {method!r}')
 
 class TinyTransformer(nn.Module):
@@ -66,18 +90,25 @@ def workload(name:str, # 'mlp' or 'transformer'
     x = torch.randint(0, 64, (n, 32), generator=g)
     return dict(x=x, y=torch.roll(x, -1, 1), model=TinyTransformer(), loss_func=_token_loss, bs=8)
 
-class _TrainTimer(Callback):
-    order = -100
-    def __init__(self, clock=time.perf_counter): self.clock = clock
-    def before_train(self): self.start = self.clock()
-    def after_train(self): self.seconds = self.clock() - self.start
+def fit_timed(learn:Learner, # A Learner, trained for one epoch
+              clock=time.perf_counter, # `time.perf_counter` (wall time) or `time.process_time` (CPU time)
+             )->float:
+    "Seconds of the training epoch of `learn.fit(1)`, timed from outside: no callback is added to time it"
+    # (a timing callback is dispatched at every event of every batch, and so adds to what it times)
+    train,seconds = learn._do_epoch_train,[]
+    def timed_train():
+        start = clock()
+        train()
+        seconds.append(clock() - start)
+    learn._do_epoch_train = timed_train   # an instance attribute: fastai's `Learner._do_epoch` calls it in place of its method
+    with learn.no_bar(), learn.no_logging(): learn.fit(1)
+    return seconds[0]
 
 def _fastai_epoch(w, method, k):
     ds = list(zip(w['x'], w['y']))
     learn = Learner(DataLoaders(DataLoader(ds, bs=w['bs']), DataLoader(ds[:w['bs']], bs=w['bs'])), deepcopy(w['model']),
-                    loss_func=w['loss_func'], opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=[make_callback(method, k*w['bs']), _TrainTimer()])
-    with learn.no_bar(), learn.no_logging(): learn.fit(1)
-    return learn._train_timer.seconds
+                    loss_func=w['loss_func'], opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=make_callbacks(method, k*w['bs']))
+    return fit_timed(learn)
 
 def _hand_epoch(w, k):
     model,bs = deepcopy(w['model']),w['bs']
@@ -127,7 +158,7 @@ def _accumulated_model(method, model, x, y, bs, accum_bs, epochs):
         return m
     ds = list(zip(x, y))
     learn = Learner(DataLoaders(DataLoader(ds, bs=bs), DataLoader(ds[:bs], bs=bs)), deepcopy(model), loss_func=F.cross_entropy,
-                    opt_func=partial(SGD, mom=0.9), lr=0.1, cbs=make_callback(method, accum_bs))
+                    opt_func=partial(SGD, mom=0.9), lr=0.1, cbs=make_callbacks(method, accum_bs))
     with learn.no_bar(), learn.no_logging(): learn.fit(epochs)
     return learn.model
 
@@ -278,14 +309,17 @@ def ddp_table(repeats:int=3, # Epochs timed per method, alternating; the median 
 
 
 # -- overheads: each a paired comparison on the CPU MLP (4096 samples, micro-batches of 16)
+_FASTAI_DEFAULT_CBS = (TrainEvalCallback, Recorder, CastToTensor)   # fastai's own `defaults.callbacks` (the bar is taken out by `fit_timed`)
+
 def _mlp_epoch(bs, cbs, x, y, model):
     "CPU seconds of one training epoch of the MLP on loader batches of `bs`"
     ds = list(zip(x, y))
     learn = Learner(DataLoaders(DataLoader(ds, bs=bs, shuffle=False), DataLoader(ds[:16], bs=16)), deepcopy(model),
-                    loss_func=F.cross_entropy, opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=list(cbs)+[_TrainTimer(clock=time.process_time)])
+                    loss_func=F.cross_entropy, opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=list(cbs))
+    held,meant = sorted(type(cb).__name__ for cb in learn.cbs if type(cb) is not ProgressCallback),sorted(c.__name__ for c in _FASTAI_DEFAULT_CBS)
+    assert held == sorted(meant + [type(cb).__name__ for cb in cbs]), f'the Learner holds callbacks not meant: {held}'
     gc.collect()   # the previous run's garbage is collected before, not during, this one
-    with learn.no_bar(), learn.no_logging(): learn.fit(1)
-    return learn._train_timer.seconds
+    return fit_timed(learn, clock=time.process_time)
 
 OVERHEADS = {   # what is measured: (loader bs, callbacks) against (loader bs, callbacks); the target the issues set
     'fastaccum, a step per micro-batch / plain fastai': ((16, lambda: [GradientAccumulation(16)]), (16, lambda: []), 1.02),
@@ -296,14 +330,20 @@ OVERHEADS = {   # what is measured: (loader bs, callbacks) against (loader bs, c
         ((16, lambda: [GradientAccumulation(64), GradientNoiseScale(every=True)]), (16, lambda: [GradientAccumulation(64)]), 1.05),
 }
 
+def _mlp_data(quick):
+    g = torch.Generator().manual_seed(0); torch.manual_seed(0)
+    x = torch.randn(512 if quick else 4096, 64, generator=g); y = x[:, :10].argmax(1)
+    return x, y, nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+
+def _quartiles(ratios):
+    q1,med,q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 2 else (min(ratios), statistics.median(ratios), max(ratios))
+    return dict(ratio=statistics.median(ratios), lower_quartile=q1, upper_quartile=q3)
+
 def overhead_table(pairs:int=61, # Paired runs per comparison (an epoch varies by about 5% on a shared 2-core machine)
                    quick:bool=False, # Fewer samples and pairs, for a smoke test
                   )->pd.DataFrame:
     "Each comparison's median ratio of paired epoch times (and its quartiles), beside its target"
-    torch.set_num_threads(1)
-    g = torch.Generator().manual_seed(0); torch.manual_seed(0)
-    x = torch.randn(512 if quick else 4096, 64, generator=g); y = x[:, :10].argmax(1)
-    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+    x,y,model = _mlp_data(quick)
     rows = []
     for name,((bs_a, cbs_a),(bs_b, cbs_b),target) in OVERHEADS.items():
         _mlp_epoch(bs_a, cbs_a(), x, y, model); _mlp_epoch(bs_b, cbs_b(), x, y, model)   # warm-up
@@ -312,8 +352,7 @@ def overhead_table(pairs:int=61, # Paired runs per comparison (an epoch varies b
             if i % 2: a = _mlp_epoch(bs_a, cbs_a(), x, y, model); b = _mlp_epoch(bs_b, cbs_b(), x, y, model)
             else: b = _mlp_epoch(bs_b, cbs_b(), x, y, model); a = _mlp_epoch(bs_a, cbs_a(), x, y, model)
             ratios.append(a/b)
-        q1,med,q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 2 else (min(ratios), statistics.median(ratios), max(ratios))
-        rows.append(dict(comparison=name, ratio=statistics.median(ratios), lower_quartile=q1, upper_quartile=q3, target=target))
+        rows.append(dict(comparison=name, **_quartiles(ratios), target=target))
     return pd.DataFrame(rows)
 
 # -- the report
@@ -366,7 +405,8 @@ def run_benchmarks(out:str='bench/results', # Folder for results.md, results.jso
                   )->str:
     "Run every benchmark; write `results.md`, `results.json` and the charts to `out`; return the markdown"
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    speed,exact,memory,overhead = speed_table(quick),exactness_table(),memory_table(quick),overhead_table(quick=quick)
+    speed,exact,memory = speed_table(quick),exactness_table(),memory_table(quick)
+    overhead = overhead_table(quick=quick)
     tables = dict(speed=speed, ratios=_ratio_columns(speed), exactness=exact.reset_index(), memory=memory, overhead=overhead)
     if ddp and not quick: tables['ddp'] = ddp_table().reset_index(names='method')
     fx = 'fastxtend 0.1.7' if fastxtend_callback() else 'fastxtend: not installed (pip install fastxtend==0.1.7)'
