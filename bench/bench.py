@@ -27,7 +27,10 @@ import torch.nn.functional as F
 from fastcore.script import call_parse
 from fastprogress.fastprogress import progress_bar
 from fastai.basics import *
+from fastai.callback.core import _inner_loop
 from fastai.callback.progress import ProgressCallback
+from fastai.test_utils import synth_learner
+from fastcore.xtras import modify_exception
 from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
 from fastaccum.accumulate import GradientAccumulation
 from fastaccum.noise import GradientNoiseScale
@@ -355,6 +358,65 @@ def overhead_table(pairs:int=61, # Paired runs per comparison (an epoch varies b
         rows.append(dict(comparison=name, **_quartiles(ratios), target=target))
     return pd.DataFrame(rows)
 
+# -- dispatch: does fastaccum's own batch-event dispatch (`BatchCallback`) matter, against fastai's `Callback.__call__`?
+def _noop(self): pass
+_NOOP_BATCH_EVENTS = {event: _noop for event in _inner_loop}   # every batch event fastai dispatches, doing nothing
+_BATCH_EVENTS = frozenset(_inner_loop)
+_CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException,
+            CancelTrainException, CancelValidException)
+# fastai's dispatch: a training-only callback whose batch events do nothing
+_EmptyCallback = type('EmptyCallback', (Callback,), dict(run_valid=False, **_NOOP_BATCH_EVENTS))
+
+def _dispatch_callbacks()->dict:
+    "Name: a callback class with no-op batch events, for each dispatch measured (fastaccum's only while it has `BatchCallback`)"
+    # (a fastai `Callback` looks an event it does not define up on the Learner, then the model: a failed lookup at each call)
+    cbs = {'fastai Callback, no-op batch events': _EmptyCallback,
+           'fastai Callback, no batch events defined': type('BareCallback', (Callback,), dict(run_valid=False))}
+    try: from fastaccum.integrations import BatchCallback
+    except ImportError: return cbs
+    class LookupBatchCallback(BatchCallback):
+        "`BatchCallback`, looking a batch event's handler up on the class at each call, not in the table made at class creation"
+        def __call__(self, event_name):
+            if event_name not in _BATCH_EVENTS: return Callback.__call__(self, event_name)
+            method = getattr(type(self), event_name, None)
+            if method is None or not (self.run and self.run_train and self.learn.training): return None
+            try: return method(self)
+            except _CANCELS: raise
+            except Exception as e:
+                raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n\t{e.args[0] if e.args else e!r}', replace=True)
+    cbs['fastaccum BatchCallback (handlers frozen at class creation), no-op batch events'] = type('EmptyBatchCallback', (BatchCallback,), dict(_NOOP_BATCH_EVENTS))
+    cbs['BatchCallback, handlers looked up at each call, no-op batch events'] = type('EmptyLookupBatchCallback', (LookupBatchCallback,), dict(_NOOP_BATCH_EVENTS))
+    return cbs
+
+def _ns_per_event(cb_class, calls=20_000, repeats=7):
+    "CPU nanoseconds for the Learner to dispatch one batch event to a `cb_class` (the median of `repeats`)"
+    learn = synth_learner(cbs=cb_class()); learn.training = True
+    cb,events = learn.cbs[-1],list(_inner_loop)
+    assert type(cb) is cb_class
+    def one():
+        start = time.process_time()
+        for _ in range(calls // len(events)):
+            for e in events: cb(e)
+        return (time.process_time() - start)/(calls // len(events) * len(events))*1e9
+    one()
+    return statistics.median(one() for _ in range(repeats))
+
+def dispatch_table(rounds:int=61, # Rounds of epochs, one per dispatch and one without a callback, in rotating order
+                   quick:bool=False, # Fewer samples and rounds, for a smoke test
+                  )->pd.DataFrame:
+    "A callback doing nothing, of each dispatch, against none: the median ratio of epoch times in the same round, and CPU ns per dispatched event"
+    x,y,model = _mlp_data(quick)
+    configs = {'none': None, **_dispatch_callbacks()}
+    run = lambda cls: _mlp_epoch(16, [cls()] if cls else [], x, y, model)
+    for cls in configs.values(): run(cls)   # warm-up
+    times = {name: [] for name in configs}
+    names = list(configs)
+    for r in range(3 if quick else rounds):
+        order = names[r % len(names):] + names[:r % len(names)]   # each config runs first, second... in turn
+        for name in (order if r % 2 == 0 else order[::-1]): times[name].append(run(configs[name]))
+    return pd.DataFrame([dict(comparison=f'{name} / none', **_quartiles([a/b for a,b in zip(times[name], times['none'])]),
+                              ns_per_event=_ns_per_event(cls)) for name,cls in configs.items() if cls])
+
 # -- the report
 def _ratio_columns(speed):
     "Each method's time as ratios to fastai's built-in callback and to the hand-written loop"
@@ -406,15 +468,17 @@ def run_benchmarks(out:str='bench/results', # Folder for results.md, results.jso
     "Run every benchmark; write `results.md`, `results.json` and the charts to `out`; return the markdown"
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     speed,exact,memory = speed_table(quick),exactness_table(),memory_table(quick)
-    overhead = overhead_table(quick=quick)
-    tables = dict(speed=speed, ratios=_ratio_columns(speed), exactness=exact.reset_index(), memory=memory, overhead=overhead)
+    overhead,dispatch = overhead_table(quick=quick),dispatch_table(quick=quick)
+    tables = dict(speed=speed, ratios=_ratio_columns(speed), exactness=exact.reset_index(), memory=memory, overhead=overhead, dispatch=dispatch)
     if ddp and not quick: tables['ddp'] = ddp_table().reset_index(names='method')
     fx = 'fastxtend 0.1.7' if fastxtend_callback() else 'fastxtend: not installed (pip install fastxtend==0.1.7)'
     setup = f'{os.cpu_count()} CPU cores, torch {torch.__version__}, fastai {fastai.__version__}; {fx}'
-    fmt = {'seconds': '{:.4f}', ' / ': '{:.3f}', 'ratio': '{:.3f}', 'quartile': '{:.3f}', 'target': '{:.2f}', 'MiB': '{:.2f}', 'accum_bs=': '{:.1e}',
+    fmt = {'ns_per_event': '{:.0f}', 'seconds': '{:.4f}', ' / ': '{:.3f}', 'ratio': '{:.3f}', 'quartile': '{:.3f}', 'target': '{:.2f}', 'MiB': '{:.2f}', 'accum_bs=': '{:.1e}',
            'mlp': '{:.4f}', 'transformer': '{:.4f}', 'hand loop': '{:.4f}', 'fastai built-in': '{:.4f}', 'fastaccum': '{:.4f}', 'fastxtend': '{:.4f}'}
     parts = [f'Measured on {setup}.',
              '### Overhead (CPU seconds per epoch, as a ratio; median of paired runs)', _markdown(overhead, fmt),
+             '### Dispatch: a callback doing nothing against none (CPU seconds per epoch, as a ratio; CPU ns per dispatched batch event)',
+             _markdown(dispatch, fmt),
              '### Wall time (seconds per training epoch, median)', _markdown(speed, {k: '{:.4f}' for k in methods()}),
              '### Wall time as ratios', _markdown(tables['ratios'], {' / ': '{:.3f}'}),
              '### Exactness (max weight difference to the large batch)', _markdown(tables['exactness'], {'accum_bs=': '{:.1e}'}),
