@@ -370,8 +370,11 @@ _EmptyCallback = type('EmptyCallback', (Callback,), dict(run_valid=False, **_NOO
 def _dispatch_callbacks()->dict:
     "Name: a callback class doing nothing, for each dispatch measured (fastaccum's only while it has `BatchCallback`)"
     # (a fastai `Callback` looks an event it does not define up on the Learner, then the model: a failed lookup at each call)
+    # (and its `getattr(self, 'training', True)` at each batch event goes through `GetAttr` to the Learner: a property is quicker)
     cbs = {'fastai Callback, no-op batch events': _EmptyCallback,
-           'fastai Callback, no batch events defined': type('BareCallback', (Callback,), dict(run_valid=False))}
+           'fastai Callback, no batch events defined': type('BareCallback', (Callback,), dict(run_valid=False)),
+           'fastai Callback, no-op batch events, `training` a property': type('EmptyPropertyCallback', (_EmptyCallback,),
+                                                                             dict(training=property(lambda self: self.learn.training)))}
     try: from fastaccum.integrations import BatchCallback
     except ImportError: return cbs
     class LookupBatchCallback(BatchCallback):
