@@ -4,39 +4,66 @@ environment is set up, `.venv/bin/python bench/bench.py`); it writes `bench/resu
 which the Benchmarks page of the docs shows.
 
 Timings are ratios measured side by side in one run, never asserted: each comparison alternates its runs, and the
-overhead table takes the median of the ratios of paired runs, which cancels the drift of a shared machine.
+overhead table takes the median of the ratios of paired runs, which cancels the drift of a shared machine. Every table
+runs on one thread (set on import, `limit_threads`); an epoch is timed from outside fastai's training phase
+(`fit_timed`), since a timing callback is dispatched at every batch event and adds to what it times; and the Learners
+carry only the callbacks meant (importing fastxtend adds its `LogDispatch` to fastai's defaults: it is taken out again).
 """
 from __future__ import annotations
 import gc, json, math, os, socket, statistics, subprocess, sys, tempfile, textwrap, time
 from copy import deepcopy
 from functools import partial
 from pathlib import Path
+
+def limit_threads():
+    "One thread for torch, here and in the processes the benchmarks start (DDP, fresh-process memory): every timed table runs under it"
+    for var in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS'): os.environ[var] = '1'
+    import torch; torch.set_num_threads(1)
+
+limit_threads()   # the one place: on import, before torch starts its thread pool and before any table is timed
 import numpy as np, pandas as pd, torch, fastai
 from torch import nn
 import torch.nn.functional as F
 from fastcore.script import call_parse
 from fastprogress.fastprogress import progress_bar
 from fastai.basics import *
+from fastai.callback.core import _inner_loop
+from fastai.callback.progress import ProgressCallback
+from fastai.test_utils import synth_learner
+from fastcore.xtras import modify_exception
 from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
 from fastaccum.accumulate import GradientAccumulation
 from fastaccum.noise import GradientNoiseScale
 from fastaccum.testing import reference_fit_windows, reference_windows
 
+def _fastxtend():
+    "fastxtend 0.1.7's `GradientAccumulation` and `LogDispatch`, or `None` where fastxtend is not installed"
+    try:
+        from fastxtend.callback.gradaccum import GradientAccumulation as FastxtendGradientAccumulation
+        from fastxtend.callback.utils import LogDispatch
+    except Exception: return None
+    # importing fastxtend appends its `LogDispatch` to fastai's `defaults.callbacks`, so every later Learner (fastai's,
+    # fastaccum's, the hand-timed ones) would carry it: it is taken out again, and only fastxtend's runs get it (`make_callbacks`)
+    while LogDispatch in defaults.callbacks: defaults.callbacks.remove(LogDispatch)
+    return FastxtendGradientAccumulation,LogDispatch
+
 def fastxtend_callback():
     "fastxtend 0.1.7's `GradientAccumulation`, or `None` where fastxtend is not installed"
-    try: from fastxtend.callback.gradaccum import GradientAccumulation as FastxtendGradientAccumulation
-    except Exception: return None
-    return FastxtendGradientAccumulation
+    fx = _fastxtend()
+    return fx and fx[0]
 
-def make_callback(method:str, # 'fastaccum', 'fastai built-in' or 'fastxtend'
-                  accum_bs:int, # Samples per optimizer step
-                 ):
-    "The accumulation callback `method` names, for `accum_bs` samples per step"
-    if method == 'fastaccum': return GradientAccumulation(accum_bs)
-    if method == 'fastai built-in': return FastaiGradientAccumulation(n_acc=accum_bs)
+def make_callbacks(method:str, # 'fastaccum', 'fastai built-in' or 'fastxtend'
+                   accum_bs:int, # Samples per optimizer step
+                  )->list:
+    "The callbacks `method` adds to a Learner, for `accum_bs` samples per step"
+    if method == 'fastaccum': return [GradientAccumulation(accum_bs)]
+    if method == 'fastai built-in': return [FastaiGradientAccumulation(n_acc=accum_bs)]
     # fastxtend defaults to drop_last=True, and then skips micro-batches of full windows (its check runs per
-    # micro-batch, not per window): with drop_last=False it does the same work as the others
-    if method == 'fastxtend': return fastxtend_callback()(accum_bs, drop_last=False)
+    # micro-batch, not per window): with drop_last=False it does the same work as the others. Its users' Learners
+    # carry its `LogDispatch` (a default callback once fastxtend is imported), and so do its runs here
+    if method == 'fastxtend':
+        fastxtend_ga,log_dispatch = _fastxtend()
+        return [fastxtend_ga(accum_bs, drop_last=False), log_dispatch()]
     raise ValueError(f'unknown method {method!r}')
 
 class TinyTransformer(nn.Module):
@@ -66,18 +93,25 @@ def workload(name:str, # 'mlp' or 'transformer'
     x = torch.randint(0, 64, (n, 32), generator=g)
     return dict(x=x, y=torch.roll(x, -1, 1), model=TinyTransformer(), loss_func=_token_loss, bs=8)
 
-class _TrainTimer(Callback):
-    order = -100
-    def __init__(self, clock=time.perf_counter): self.clock = clock
-    def before_train(self): self.start = self.clock()
-    def after_train(self): self.seconds = self.clock() - self.start
+def fit_timed(learn:Learner, # A Learner, trained for one epoch
+              clock=time.perf_counter, # `time.perf_counter` (wall time) or `time.process_time` (CPU time)
+             )->float:
+    "Seconds of the training epoch of `learn.fit(1)`, timed from outside: no callback is added to time it"
+    # (a timing callback is dispatched at every event of every batch, and so adds to what it times)
+    train,seconds = learn._do_epoch_train,[]
+    def timed_train():
+        start = clock()
+        train()
+        seconds.append(clock() - start)
+    learn._do_epoch_train = timed_train   # an instance attribute: fastai's `Learner._do_epoch` calls it in place of its method
+    with learn.no_bar(), learn.no_logging(): learn.fit(1)
+    return seconds[0]
 
 def _fastai_epoch(w, method, k):
     ds = list(zip(w['x'], w['y']))
     learn = Learner(DataLoaders(DataLoader(ds, bs=w['bs']), DataLoader(ds[:w['bs']], bs=w['bs'])), deepcopy(w['model']),
-                    loss_func=w['loss_func'], opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=[make_callback(method, k*w['bs']), _TrainTimer()])
-    with learn.no_bar(), learn.no_logging(): learn.fit(1)
-    return learn._train_timer.seconds
+                    loss_func=w['loss_func'], opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=make_callbacks(method, k*w['bs']))
+    return fit_timed(learn)
 
 def _hand_epoch(w, k):
     model,bs = deepcopy(w['model']),w['bs']
@@ -127,7 +161,7 @@ def _accumulated_model(method, model, x, y, bs, accum_bs, epochs):
         return m
     ds = list(zip(x, y))
     learn = Learner(DataLoaders(DataLoader(ds, bs=bs), DataLoader(ds[:bs], bs=bs)), deepcopy(model), loss_func=F.cross_entropy,
-                    opt_func=partial(SGD, mom=0.9), lr=0.1, cbs=make_callback(method, accum_bs))
+                    opt_func=partial(SGD, mom=0.9), lr=0.1, cbs=make_callbacks(method, accum_bs))
     with learn.no_bar(), learn.no_logging(): learn.fit(epochs)
     return learn.model
 
@@ -278,14 +312,17 @@ def ddp_table(repeats:int=3, # Epochs timed per method, alternating; the median 
 
 
 # -- overheads: each a paired comparison on the CPU MLP (4096 samples, micro-batches of 16)
+_FASTAI_DEFAULT_CBS = (TrainEvalCallback, Recorder, CastToTensor)   # fastai's own `defaults.callbacks` (the bar is taken out by `fit_timed`)
+
 def _mlp_epoch(bs, cbs, x, y, model):
     "CPU seconds of one training epoch of the MLP on loader batches of `bs`"
     ds = list(zip(x, y))
     learn = Learner(DataLoaders(DataLoader(ds, bs=bs, shuffle=False), DataLoader(ds[:16], bs=16)), deepcopy(model),
-                    loss_func=F.cross_entropy, opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=list(cbs)+[_TrainTimer(clock=time.process_time)])
+                    loss_func=F.cross_entropy, opt_func=partial(SGD, mom=0.9), lr=0.01, cbs=list(cbs))
+    held,meant = sorted(type(cb).__name__ for cb in learn.cbs if type(cb) is not ProgressCallback),sorted(c.__name__ for c in _FASTAI_DEFAULT_CBS)
+    assert held == sorted(meant + [type(cb).__name__ for cb in cbs]), f'the Learner holds callbacks not meant: {held}'
     gc.collect()   # the previous run's garbage is collected before, not during, this one
-    with learn.no_bar(), learn.no_logging(): learn.fit(1)
-    return learn._train_timer.seconds
+    return fit_timed(learn, clock=time.process_time)
 
 OVERHEADS = {   # what is measured: (loader bs, callbacks) against (loader bs, callbacks); the target the issues set
     'fastaccum, a step per micro-batch / plain fastai': ((16, lambda: [GradientAccumulation(16)]), (16, lambda: []), 1.02),
@@ -296,14 +333,20 @@ OVERHEADS = {   # what is measured: (loader bs, callbacks) against (loader bs, c
         ((16, lambda: [GradientAccumulation(64), GradientNoiseScale(every=True)]), (16, lambda: [GradientAccumulation(64)]), 1.05),
 }
 
+def _mlp_data(quick):
+    g = torch.Generator().manual_seed(0); torch.manual_seed(0)
+    x = torch.randn(512 if quick else 4096, 64, generator=g); y = x[:, :10].argmax(1)
+    return x, y, nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+
+def _quartiles(ratios):
+    q1,med,q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 2 else (min(ratios), statistics.median(ratios), max(ratios))
+    return dict(ratio=statistics.median(ratios), lower_quartile=q1, upper_quartile=q3)
+
 def overhead_table(pairs:int=61, # Paired runs per comparison (an epoch varies by about 5% on a shared 2-core machine)
                    quick:bool=False, # Fewer samples and pairs, for a smoke test
                   )->pd.DataFrame:
     "Each comparison's median ratio of paired epoch times (and its quartiles), beside its target"
-    torch.set_num_threads(1)
-    g = torch.Generator().manual_seed(0); torch.manual_seed(0)
-    x = torch.randn(512 if quick else 4096, 64, generator=g); y = x[:, :10].argmax(1)
-    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+    x,y,model = _mlp_data(quick)
     rows = []
     for name,((bs_a, cbs_a),(bs_b, cbs_b),target) in OVERHEADS.items():
         _mlp_epoch(bs_a, cbs_a(), x, y, model); _mlp_epoch(bs_b, cbs_b(), x, y, model)   # warm-up
@@ -312,9 +355,70 @@ def overhead_table(pairs:int=61, # Paired runs per comparison (an epoch varies b
             if i % 2: a = _mlp_epoch(bs_a, cbs_a(), x, y, model); b = _mlp_epoch(bs_b, cbs_b(), x, y, model)
             else: b = _mlp_epoch(bs_b, cbs_b(), x, y, model); a = _mlp_epoch(bs_a, cbs_a(), x, y, model)
             ratios.append(a/b)
-        q1,med,q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 2 else (min(ratios), statistics.median(ratios), max(ratios))
-        rows.append(dict(comparison=name, ratio=statistics.median(ratios), lower_quartile=q1, upper_quartile=q3, target=target))
+        rows.append(dict(comparison=name, **_quartiles(ratios), target=target))
     return pd.DataFrame(rows)
+
+# -- dispatch: does fastaccum's own batch-event dispatch (`BatchCallback`) matter, against fastai's `Callback.__call__`?
+def _noop(self): pass
+_NOOP_BATCH_EVENTS = {event: _noop for event in _inner_loop}   # every batch event fastai dispatches, doing nothing
+_BATCH_EVENTS = frozenset(_inner_loop)
+_CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException,
+            CancelTrainException, CancelValidException)
+# fastai's dispatch: a training-only callback whose batch events do nothing
+_EmptyCallback = type('EmptyCallback', (Callback,), dict(run_valid=False, **_NOOP_BATCH_EVENTS))
+
+def _dispatch_callbacks()->dict:
+    "Name: a callback class doing nothing, for each dispatch measured (fastaccum's only while it has `BatchCallback`)"
+    # (a fastai `Callback` looks an event it does not define up on the Learner, then the model: a failed lookup at each call)
+    # (and its `getattr(self, 'training', True)` at each batch event goes through `GetAttr` to the Learner: a property is quicker)
+    cbs = {'fastai Callback, no-op batch events': _EmptyCallback,
+           'fastai Callback, no batch events defined': type('BareCallback', (Callback,), dict(run_valid=False)),
+           'fastai Callback, no-op batch events, `training` a property': type('EmptyPropertyCallback', (_EmptyCallback,),
+                                                                             dict(training=property(lambda self: self.learn.training)))}
+    try: from fastaccum.integrations import BatchCallback
+    except ImportError: return cbs
+    class LookupBatchCallback(BatchCallback):
+        "`BatchCallback`, looking a batch event's handler up on the class at each call, not in the table made at class creation"
+        def __call__(self, event_name):
+            if event_name not in _BATCH_EVENTS: return Callback.__call__(self, event_name)
+            method = getattr(type(self), event_name, None)
+            if method is None or not (self.run and self.run_train and self.learn.training): return None
+            try: return method(self)
+            except _CANCELS: raise
+            except Exception as e:
+                raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n\t{e.args[0] if e.args else e!r}', replace=True)
+    cbs['fastaccum BatchCallback (handlers frozen at class creation), no-op batch events'] = type('EmptyBatchCallback', (BatchCallback,), dict(_NOOP_BATCH_EVENTS))
+    cbs['BatchCallback, handlers looked up at each call, no-op batch events'] = type('EmptyLookupBatchCallback', (LookupBatchCallback,), dict(_NOOP_BATCH_EVENTS))
+    return cbs
+
+def _ns_per_event(cb_class, calls=20_000, repeats=7):
+    "CPU nanoseconds of one call `cb(event)` of a `cb_class` in training, over fastai's batch events (the median of `repeats`)"
+    learn = synth_learner(cbs=cb_class()); learn.training = True
+    cb,events = learn.cbs[-1],list(_inner_loop)
+    assert type(cb) is cb_class
+    def one():
+        start = time.process_time()
+        for _ in range(calls // len(events)):
+            for e in events: cb(e)
+        return (time.process_time() - start)/(calls // len(events) * len(events))*1e9
+    one()
+    return statistics.median(one() for _ in range(repeats))
+
+def dispatch_table(rounds:int=61, # Rounds of epochs, one per dispatch and one without a callback, in rotating order
+                   quick:bool=False, # Fewer samples and rounds, for a smoke test
+                  )->pd.DataFrame:
+    "A callback doing nothing, of each dispatch, against none: the median ratio of epoch times in the same round, and CPU ns per dispatched event"
+    x,y,model = _mlp_data(quick)
+    configs = {'none': None, **_dispatch_callbacks()}
+    run = lambda cls: _mlp_epoch(16, [cls()] if cls else [], x, y, model)
+    for cls in configs.values(): run(cls)   # warm-up
+    times = {name: [] for name in configs}
+    names = list(configs)
+    for r in range(3 if quick else rounds):
+        order = names[r % len(names):] + names[:r % len(names)]   # each config runs first, second... in turn
+        for name in (order if r % 2 == 0 else order[::-1]): times[name].append(run(configs[name]))
+    return pd.DataFrame([dict(comparison=f'{name} / none', **_quartiles([a/b for a,b in zip(times[name], times['none'])]),
+                              ns_per_event=_ns_per_event(cls)) for name,cls in configs.items() if cls])
 
 # -- the report
 def _ratio_columns(speed):
@@ -366,15 +470,18 @@ def run_benchmarks(out:str='bench/results', # Folder for results.md, results.jso
                   )->str:
     "Run every benchmark; write `results.md`, `results.json` and the charts to `out`; return the markdown"
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    speed,exact,memory,overhead = speed_table(quick),exactness_table(),memory_table(quick),overhead_table(quick=quick)
-    tables = dict(speed=speed, ratios=_ratio_columns(speed), exactness=exact.reset_index(), memory=memory, overhead=overhead)
+    speed,exact,memory = speed_table(quick),exactness_table(),memory_table(quick)
+    overhead,dispatch = overhead_table(quick=quick),dispatch_table(quick=quick)
+    tables = dict(speed=speed, ratios=_ratio_columns(speed), exactness=exact.reset_index(), memory=memory, overhead=overhead, dispatch=dispatch)
     if ddp and not quick: tables['ddp'] = ddp_table().reset_index(names='method')
     fx = 'fastxtend 0.1.7' if fastxtend_callback() else 'fastxtend: not installed (pip install fastxtend==0.1.7)'
     setup = f'{os.cpu_count()} CPU cores, torch {torch.__version__}, fastai {fastai.__version__}; {fx}'
-    fmt = {'seconds': '{:.4f}', ' / ': '{:.3f}', 'ratio': '{:.3f}', 'quartile': '{:.3f}', 'target': '{:.2f}', 'MiB': '{:.2f}', 'accum_bs=': '{:.1e}',
+    fmt = {'ns_per_event': '{:.0f}', 'seconds': '{:.4f}', ' / ': '{:.3f}', 'ratio': '{:.3f}', 'quartile': '{:.3f}', 'target': '{:.2f}', 'MiB': '{:.2f}', 'accum_bs=': '{:.1e}',
            'mlp': '{:.4f}', 'transformer': '{:.4f}', 'hand loop': '{:.4f}', 'fastai built-in': '{:.4f}', 'fastaccum': '{:.4f}', 'fastxtend': '{:.4f}'}
     parts = [f'Measured on {setup}.',
              '### Overhead (CPU seconds per epoch, as a ratio; median of paired runs)', _markdown(overhead, fmt),
+             '### Dispatch: a callback doing nothing against none (CPU seconds per epoch, as a ratio; CPU ns per dispatched batch event)',
+             _markdown(dispatch, fmt),
              '### Wall time (seconds per training epoch, median)', _markdown(speed, {k: '{:.4f}' for k in methods()}),
              '### Wall time as ratios', _markdown(tables['ratios'], {' / ': '{:.3f}'}),
              '### Exactness (max weight difference to the large batch)', _markdown(tables['exactness'], {'accum_bs=': '{:.1e}'}),
