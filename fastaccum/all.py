@@ -16,3 +16,4 @@ from .noise import *
 
 # nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
 __all__ = window.__all__ + accumulate.__all__ + schedule.__all__ + noise.__all__
+from . import checkpoint; from fastaccum.checkpoint import *; __all__ += checkpoint.__all__   # TrainingCheckpoint (issue 24)
