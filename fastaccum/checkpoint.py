@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback, CancelEpochException, CancelFitException
+from fastai.callback.progress import ProgressCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer
 from .checks import check_positive_int, check_bool
@@ -319,8 +320,8 @@ class TrainingCheckpoint(Callback):
         if recorder.losses: self.learn.smooth_loss = recorder.losses[-1]
 
     def _pause(self):
-        "The finished epochs are skipped: no other callback sees them"
-        self._paused = [(cb, cb.run) for cb in self.learn.cbs if cb is not self]
+        "The finished epochs are skipped: no other callback sees them (but the progress bar, whose epochs count from 0)"
+        self._paused = [(cb, cb.run) for cb in self.learn.cbs if cb is not self and not isinstance(cb, ProgressCallback)]
         for cb,_ in self._paused: object.__setattr__(cb, 'run', False)
 
     def _unpause(self):
