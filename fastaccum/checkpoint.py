@@ -165,11 +165,19 @@ def _differences(old, new, prefix=''):
     for k in list(old) + [k for k in new if k not in old]:
         a,b = old.get(k, '(none)'),new.get(k, '(none)')
         if isinstance(a, dict) and isinstance(b, dict): out += _differences(a, b, f'{prefix}{k}.')
-        elif a != b: out.append(f'{prefix}{k}: {_short(a)} in the checkpoint, {_short(b)} now')
+        elif a != b:
+            exact = _short(a) == _short(b)   # (different beyond 4 digits: all of them)
+            out.append(f'{prefix}{k}: {_short(a, exact=exact)} in the checkpoint, {_short(b, exact=exact)} now')
     return out
 
-def _short(v, n=80):
-    s = repr(v)
+def _short(v, n=80, exact=False):
+    "`v` for a message: floats to 4 significant digits (unless `exact`), cut at `n` characters"
+    def fmt(o):
+        if isinstance(o, float): return repr(o) if exact else f'{o:.4g}'
+        if isinstance(o, (list, tuple)): return '[' + ', '.join(map(fmt, o)) + ']'
+        if isinstance(o, dict): return '{' + ', '.join(f'{k!r}: {fmt(x)}' for k,x in o.items()) + '}'
+        return repr(o)
+    s = fmt(v)
     return s if len(s) <= n else s[:n-3] + '...'
 
 _CHECKPOINT_KEYS = {'format', 'config', 'ranks', 'position', 'model', 'opt', 'scaler', 'callbacks', 'recorder', 'schedulers'}
