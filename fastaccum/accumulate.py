@@ -700,10 +700,13 @@ def _accumulate_train_metrics(self:GradientAccumulation):
 # %% ../nbs/10_accumulate.ipynb #7a1c1015
 @patch
 def state_dict(self:GradientAccumulation)->dict:
-    "What resuming at a step boundary needs: the batch size's owner, the fit's steps, the epoch's windows, the sizes found"
+    "What resuming at a step boundary needs: the batch size's owner, the fit's steps, the epoch's windows (mid-epoch), the sizes found"
     f = self.this_fit
+    mid_epoch = f is not None and self.learn.training   # (a checkpoint at an epoch's end: the next epoch starts its windows at 0)
     return dict(batch_size=self.batch_size.state_dict(), n_steps=self.n_steps, found_bs=self.micro_bs if f is not None else self.found_bs,
-                windows_done=None if f is None else f.windows_done, lr_reference=None if f is None else f.lr_reference,
+                told=None if f is None or f.batcher is None else f.batcher.told,
+                windows_done=f.windows_done if mid_epoch else None, n_windows=f.n_windows if mid_epoch else None,
+                unscaled_lrs=None if f is None else f.unscaled_lrs, lr_reference=None if f is None else f.lr_reference,
                 items_per_sample=None if f is None else f.window.items_per_sample, estimate_items=None if f is None else f.estimate_items)
 
 @patch
@@ -721,12 +724,14 @@ def _load_fit_state(self:GradientAccumulation, state):
     self.n_steps = f.n_steps = state['n_steps']
     if state['lr_reference'] is not None: f.lr_reference = state['lr_reference']
     if state['items_per_sample'] is not None: f.window.items_per_sample,f.estimate_items = state['items_per_sample'],state['estimate_items']
-    if f.batcher is not None and state['found_bs']: f.batcher.size = state['found_bs']
+    if f.batcher is not None and state['found_bs']: f.batcher.size,f.batcher.told = state['found_bs'],state.get('told')
+    f.unscaled_lrs = state.get('unscaled_lrs')   # the step's lrs were scaled by `lr_scale`: the next micro-batch gives them back
     f.loggers.count_steps(f.n_steps)
 
 @patch
 def _load_epoch_state(self:GradientAccumulation, state):
-    if state['windows_done'] is not None: self.this_fit.windows_done = state['windows_done']
+    f = self.this_fit
+    if state['windows_done'] is not None: f.windows_done,f.n_windows = state['windows_done'],state.get('n_windows')
     self._pending = None
 
 # %% ../nbs/10_accumulate.ipynb #7a1c1016

@@ -17,3 +17,4 @@ from .batchnorm import *
 
 # nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
 __all__ = window.__all__ + accumulate.__all__ + schedule.__all__ + noise.__all__ + batchnorm.__all__
+from . import checkpoint; from fastaccum.checkpoint import *; __all__ += checkpoint.__all__   # TrainingCheckpoint (issue 24)

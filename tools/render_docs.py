@@ -82,6 +82,8 @@ EXPECTED = {
     '20_integrations.ipynb': dict(api=['StepLoggers'], plots=1),   # BatchCallback is internal: no API section
     '21_distributed.ipynb': dict(api=['ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'no_sync_model', 'is_fsdp',
                                       'WindowSync', 'fix_distributed_dl_broadcast']),
+    '22_checkpoint.ipynb': dict(api=['save_checkpoint_file', 'load_checkpoint_file', 'CheckpointError', 'numbered_path', 'remove_partial_writes',
+                                     'TrainingCheckpoint'], plots=1),
     '31_benchmarks.ipynb': dict(plots=3),
     '40_window.ipynb': dict(api=['AccumWindow', 'AccumWindow.plan', 'AccumWindow.weight', 'AccumWindow.close',
                                  'AccumWindow.add', 'AccumWindow.mean_loss', 'plan_epoch', 'whole_units']),
