@@ -358,7 +358,7 @@ def overhead_table(pairs:int=61, # Paired runs per comparison (an epoch varies b
         rows.append(dict(comparison=name, **_quartiles(ratios), target=target))
     return pd.DataFrame(rows)
 
-# -- dispatch: does fastaccum's own batch-event dispatch (`BatchCallback`) matter, against fastai's `Callback.__call__`?
+# -- dispatch: would a batch-event dispatch of fastaccum's own matter, against fastai's `Callback.__call__`?
 def _noop(self): pass
 _NOOP_BATCH_EVENTS = {event: _noop for event in _inner_loop}   # every batch event fastai dispatches, doing nothing
 _BATCH_EVENTS = frozenset(_inner_loop)
@@ -378,7 +378,7 @@ def _dispatch_callbacks()->dict:
     try: from fastaccum.integrations import BatchCallback
     except ImportError: return cbs
     class LookupBatchCallback(BatchCallback):
-        "`BatchCallback`, looking a batch event's handler up on the class at each call, not in the table made at class creation"
+        "A dispatch of its own (fastaccum's earlier `BatchCallback`), looking a batch event's handler up on the class at each call"
         def __call__(self, event_name):
             if event_name not in _BATCH_EVENTS: return Callback.__call__(self, event_name)
             method = getattr(type(self), event_name, None)
@@ -387,8 +387,8 @@ def _dispatch_callbacks()->dict:
             except _CANCELS: raise
             except Exception as e:
                 raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n\t{e.args[0] if e.args else e!r}', replace=True)
-    cbs['fastaccum BatchCallback (handlers frozen at class creation), no-op batch events'] = type('EmptyBatchCallback', (BatchCallback,), dict(_NOOP_BATCH_EVENTS))
-    cbs['BatchCallback, handlers looked up at each call, no-op batch events'] = type('EmptyLookupBatchCallback', (LookupBatchCallback,), dict(_NOOP_BATCH_EVENTS))
+    cbs['fastaccum BatchCallback (fastai's dispatch, every batch event defined), no-op batch events'] = type('EmptyBatchCallback', (BatchCallback,), dict(_NOOP_BATCH_EVENTS))
+    cbs['a custom dispatch (fastaccum's earlier), handler looked up at each call, no-op batch events'] = type('EmptyLookupBatchCallback', (LookupBatchCallback,), dict(_NOOP_BATCH_EVENTS))
     return cbs
 
 def _ns_per_event(cb_class, calls=20_000, repeats=7):

@@ -29,7 +29,7 @@ class AccumWindow:
 
     def reset(self):
         "Empty the window: nothing held, no loss, the gradient at its accumulating scale"
-        self.held,self.samples,self.items,self.loss,self.scale,self.dropping = 0,0,0,0.,1.,False
+        self.held,self.samples,self.items,self.losses,self.scale,self.dropping = 0,0,0,[],1.,False
 
     @property
     def full(self)->float:
@@ -75,16 +75,17 @@ class AccumWindow:
         self.samples += n
         self.items += items
         # a micro-batch without items has no loss (its mean is 0/0): it adds nothing to the window's
-        if loss is None: return
-        if self.reduction == 'sum': self.loss = self.loss + loss
-        elif not isinstance(items, (int, float)): self.loss = self.loss + (loss*items).nan_to_num(0.)   # a tensor count: 0 items add 0, not NaN
-        elif items: self.loss = self.loss + loss*items
+        if loss is not None: self.losses.append((loss, items))   # (combined once, at the step: nothing to compute per micro-batch)
 
     def mean_loss(self):
         "The window's loss as the large batch computes it: the mean over its items (for a summed loss, the sum)"
-        if self.reduction == 'sum': return self.loss
+        losses = self.losses
+        if self.reduction == 'sum': return sum(l for l,_ in losses)
+        if len(losses) == 1: return losses[0][0]   # one micro-batch: its own mean
+        # a micro-batch without items has no loss (its mean is 0/0): it adds nothing (a count kept as a tensor: 0, not NaN)
+        total = sum((l*i).nan_to_num(0.) if not isinstance(i, (int, float)) else l*i for l,i in losses if not isinstance(i, (int, float)) or i)
         items = self.items   # (a count kept on the device is divided by there: no read)
-        return self.loss/(items if not isinstance(items, (int, float)) else max(items, 1e-30))
+        return total/(items if not isinstance(items, (int, float)) else max(items, 1e-30))
 
 # %% ../nbs/40_window.ipynb #8684f6ca
 def plan_epoch(
