@@ -25,6 +25,10 @@ def _type_name(anno)->str:
 
 def _cell(text)->str: return str(text).replace('|', '\\|').replace('\n', ' ')
 
+def _default(v)->str:
+    "How a default reads: a function or class by its name (its repr holds an address, different every run), anything else by its repr"
+    return v.__qualname__ if inspect.isroutine(v) or inspect.isclass(v) else repr(v)
+
 class ParamTableRenderer(BasicMarkdownRenderer):
     "`show_doc`'s markdown: the signature (`class` for a class), the docstring, and a table of the parameters"
     def _params(self):
@@ -38,7 +42,7 @@ class ParamTableRenderer(BasicMarkdownRenderer):
             star = {inspect.Parameter.VAR_POSITIONAL: '*', inspect.Parameter.VAR_KEYWORD: '**'}.get(p['kind'], '')
             typ = _type_name(p['anno'])
             arg = star + name + (f':{typ}' if typ else '')
-            if p['default'] is not inspect.Parameter.empty: arg += f'={p["default"]!r}'
+            if p['default'] is not inspect.Parameter.empty: arg += f'={_default(p["default"])}'
             args.append(arg)
         head = f"{'class' if inspect.isclass(self.sym) else 'def'} {self.nm.split('.')[-1]}("
         lines,line = [],head
@@ -51,7 +55,7 @@ class ParamTableRenderer(BasicMarkdownRenderer):
     def _table(self, params, returns)->str:
         rows = ['| | **Type** | **Default** | **Details** |', '|---|---|---|---|']
         for name,p in params.items():
-            default = '' if p['default'] is inspect.Parameter.empty else f'`{p["default"]!r}`'
+            default = '' if p['default'] is inspect.Parameter.empty else f'`{_default(p["default"])}`'
             rows.append(f"| **{name}** | {_cell(_type_name(p['anno']))} | {_cell(default)} | {_cell(p['docment'] or '')} |")
         if returns and (returns['anno'] is not inspect.Parameter.empty or returns['docment']):
             rows.append(f"| **Returns** | {_cell(_type_name(returns['anno']))} | | {_cell(returns['docment'] or '')} |")
