@@ -9,9 +9,10 @@ Not part of the package. Run it in the vision environment, from the repository r
 
 It writes `bench/batchnorm_cost.md`. The two learners are built once, each warmed up with one epoch, then timed in
 pairs of epochs, one of each, the order alternating from pair to pair (AB, BA, AB, ...); the result is the median
-and quartiles of the pairs' ratios (window / micro), which cancels most of the drift of a shared machine. Only the
-training phase of the epoch is timed (validation runs in eval mode, where the two do the same work), so the ratio is
-the larger one a whole epoch could show.
+and quartiles of the pairs' ratios (window / micro), which cancels most of the drift of a shared machine. The time
+is the process's CPU time, not the wall clock: with one thread it is the epoch's own work, much steadier on a machine
+shared with other jobs. Only the training phase of the epoch is timed (validation runs in eval mode, where the two do
+the same work), so the ratio is the larger one a whole epoch could show.
 """
 from __future__ import annotations
 import argparse, os, platform, statistics, sys, tempfile, time, warnings
@@ -42,11 +43,11 @@ def digits_folder()->Path:
 
 
 class TrainTime(Callback):
-    "The seconds of each epoch's training phase (no validation)"
+    "The CPU seconds of each epoch's training phase (no validation): on a shared machine, steadier than the wall clock"
     order = 100
     def before_fit(self): self.times = []
-    def before_train(self): self.start = time.perf_counter()
-    def after_train(self): self.times.append(time.perf_counter() - self.start)
+    def before_train(self): self.start = time.process_time()
+    def after_train(self): self.times.append(time.process_time() - self.start)
 
 
 def learner(dls, batchnorm:str):
@@ -85,10 +86,10 @@ def main():
         '',
         f'`bench/batchnorm_cost.py`: the training phase of one epoch of the vision recipe\'s ResNet-18 (`pretrained=False`, '
         f'unfrozen, {n_bn} BatchNorm layers), {n_train} digits as 32x32 images in micro-batches of 16, '
-        f'`GradientAccumulation(128)`, on the CPU with one thread; {args.pairs} pairs of epochs, the order alternating, '
+        f'`GradientAccumulation(128)`, on the CPU with one thread, timed in CPU seconds of the process; {args.pairs} pairs of epochs, the order alternating, '
         'after one warm-up epoch each.',
         '',
-        '| | seconds per epoch (median) | ratio to `\'micro\'`: median | lower quartile | upper quartile |',
+        '| | CPU seconds per epoch (median) | ratio to `\'micro\'`: median | lower quartile | upper quartile |',
         '|---|---|---|---|---|',
         f'| `batchnorm=\'window\'` | {statistics.median(times["window"]):.2f} | {med:.3f} | {q1:.3f} | {q3:.3f} |',
         f'| `batchnorm=\'micro\'` | {statistics.median(times["micro"]):.2f} | 1 | | |',
