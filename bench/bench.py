@@ -387,8 +387,8 @@ def _dispatch_callbacks()->dict:
             except _CANCELS: raise
             except Exception as e:
                 raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n\t{e.args[0] if e.args else e!r}', replace=True)
-    cbs['fastaccum BatchCallback (fastai's dispatch, every batch event defined), no-op batch events'] = type('EmptyBatchCallback', (BatchCallback,), dict(_NOOP_BATCH_EVENTS))
-    cbs['a custom dispatch (fastaccum's earlier), handler looked up at each call, no-op batch events'] = type('EmptyLookupBatchCallback', (LookupBatchCallback,), dict(_NOOP_BATCH_EVENTS))
+    cbs["fastaccum BatchCallback (fastai's dispatch, every batch event defined), no-op batch events"] = type('EmptyBatchCallback', (BatchCallback,), dict(_NOOP_BATCH_EVENTS))
+    cbs["a custom dispatch (fastaccum's earlier), handler looked up at each call, no-op batch events"] = type('EmptyLookupBatchCallback', (LookupBatchCallback,), dict(_NOOP_BATCH_EVENTS))
     return cbs
 
 def _ns_per_event(cb_class, calls=20_000, repeats=7):
