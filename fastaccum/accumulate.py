@@ -120,7 +120,7 @@ class _Fit:
         self.schedulers = [cb for cb in learn.cbs if isinstance(cb, ParamScheduler)]
         self.parts = []   # parts that watch the window (BatchNorm's statistics)
         self.estimate_items = ga.count_items is not None
-        self.n_steps,self.windows_done,self.n_windows,self.window_pct,self.window_total = 0,0,None,0.,None
+        self.windows_done,self.n_windows,self.window_pct,self.window_total = 0,None,0.,None
         self.sizes,self.left,self.unscaled_lrs,self.lr_reference,self.batcher,self.sync,self.warned = None,None,None,1,None,None,False
         self.guards,self.nonzero,self.whole = [],None,None   # with counts on the device: gradient hooks that drop a micro-batch without items
 
@@ -283,16 +283,15 @@ class GradientAccumulation(BatchCallback):
         "After the step (or its skipping, `skipped`): count it, hand the loggers the window's loss, empty the window"
         f = self.this_fit
         window = f.window
-        if not skipped: f.n_steps += 1
+        if not skipped: self.n_steps += 1
         f.windows_done += 1
-        self.n_steps = f.n_steps
         for part in f.parts: part.window_closed()
         if window.samples > mb.n:   # more than one micro-batch
             if self.warn_batchnorm and not f.warned: self._warn_batchnorm(f)
             if f.loggers.per_step: self.learn.loss = window.mean_loss()
         f.loggers.window_closed(mb.n, window.samples)
         f.loggers.micro_batch_done(mb.share, steps=True)
-        if f.loggers.counters: f.loggers.count_steps(f.n_steps)
+        if f.loggers.counters: f.loggers.count_steps(self.n_steps)
         if f.batcher is not None: f.batcher.window_closed(window.samples, window.held >= window.size)
         self._on_step()
         window.reset()
@@ -721,12 +720,12 @@ def load_state_dict(self:GradientAccumulation, state:dict):
 def _load_fit_state(self:GradientAccumulation, state):
     f = self.this_fit
     self.batch_size.load_state_dict(state['batch_size'])
-    self.n_steps = f.n_steps = state['n_steps']
+    self.n_steps = state['n_steps']
     if state['lr_reference'] is not None: f.lr_reference = state['lr_reference']
     if state['items_per_sample'] is not None: f.window.items_per_sample,f.estimate_items = state['items_per_sample'],state['estimate_items']
     if f.batcher is not None and state['found_bs']: f.batcher.size,f.batcher.told = state['found_bs'],state.get('told')
     f.unscaled_lrs = state.get('unscaled_lrs')   # the step's lrs were scaled by `lr_scale`: the next micro-batch gives them back
-    f.loggers.count_steps(f.n_steps)
+    f.loggers.count_steps(self.n_steps)
 
 @patch
 def _load_epoch_state(self:GradientAccumulation, state):
