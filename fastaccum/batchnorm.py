@@ -104,7 +104,8 @@ class WindowBatchNorm:
         model:nn.Module|None=None, # A model to watch at once (or an accumulation callback, whose `learn.model` it is); else `start` it later
     ):
         self.model,self.layers,self.names,self._handles,self._off = None,[],[],[],set()
-        self._pending,self._window = [],[]   # per layer: what the micro-batch's forwards recorded; what the window's kept micro-batches did
+        # per layer: the moments of each of its training forwards in this micro-batch, in call order; the window's, by call ([call][micro-batch])
+        self._pending,self._window = [],[]
         if model is not None: self.start(model)
 
     def start(self,
@@ -136,7 +137,7 @@ class WindowBatchNorm:
             self._off.add(i)
 
     def _after(self, i, layer, args, output):
-        "Put the flag back (even when the forward raised: `output` is then None), and keep the micro-batch's moments"
+        "Put the flag back (even when the forward raised: `output` is then None), and keep the call's moments"
         if i not in self._off: return
         layer.track_running_stats = True
         self._off.discard(i)
@@ -156,18 +157,21 @@ def micro_batch_ended(self:WindowBatchNorm,
     kept:bool, # Whether the micro-batch's backward went into the window
 ):
     "The micro-batch is over: add what its forwards recorded (all of them, since the last call) to the window's statistics if `kept`, else forget it"
-    for pending,window in zip(self._pending, self._window):
+    for pending,calls in zip(self._pending, self._window):
         if not pending: continue
-        if kept: window += pending   # combined when the window closes: no operation per micro-batch
+        if kept:   # the k-th call of a layer joins the window's k-th calls; combined when the window closes (no tensor operation here)
+            if len(calls) < len(pending): calls += [[] for _ in range(len(pending) - len(calls))]
+            for moments,parts in zip(pending, calls): parts.append(moments)
         pending.clear()
 
 # %% ../nbs/15_batchnorm.ipynb #0a2c31c5
 @patch
 def window_closed(self:WindowBatchNorm):
-    "The window stepped: update each layer's running statistics once from the window's (over every process, for `SyncBatchNorm`), then empty the window"
-    window = self._all_reduce_sync_batchnorms([combine_moments(parts) for parts in self._window])
-    for layer,w in zip(self.layers, window):
-        if w is not None: update_running_stats(layer, *w)
+    "The window stepped: update each layer's running statistics once per call in a forward (once for most layers) from the window's (over every process, for `SyncBatchNorm`), then empty the window"
+    window = self._all_reduce_sync_batchnorms([[combine_moments(parts) for parts in calls] for calls in self._window])
+    for layer,calls in zip(self.layers, window):
+        for w in calls:   # in call order, as the large batch's forward
+            if w is not None: update_running_stats(layer, *w)
     self.window_dropped()
 
 @patch
@@ -177,7 +181,7 @@ def window_dropped(self:WindowBatchNorm):
 
 @patch
 def _all_reduce_sync_batchnorms(self:WindowBatchNorm,
-    window:list, # Each layer's (count, mean, M2) in this process's window, or None
+    window:list, # Per layer, the (count, mean, M2) of each of its calls in this process's window (None: no values)
 )->list:
     "Under torch.distributed: each `SyncBatchNorm` layer's window over every process of its group (see 'Under DDP' below)"
     dist = torch.distributed
@@ -194,33 +198,41 @@ def _all_reduce_sync_batchnorms(self:WindowBatchNorm,
 @patch
 @torch.no_grad()
 def _all_reduce_group(self:WindowBatchNorm,
-    window:list, # Each layer's (count, mean, M2) in this process's window, or None: these layers' entries are replaced
+    window:list, # Per layer, its calls' (count, mean, M2) in this process's window, or None: these layers' entries are replaced
     group, # Their process group (None: the default)
     idx:list, # Their places in `self.layers`
 ):
-    "One float64 all-reduce of (count, sum, sum of squares) of these layers' windows, turned back into (count, mean, M2), in `window`"
+    "Two all-reduces: the calls of each layer (the most of any process), then float64 (count, sum, sum of squares) of every call's window"
+    device = self.layers[idx[0]].running_mean.device
+    calls = torch.tensor([len(window[i]) for i in idx], device=device)   # (a process may have seen no call of a layer)
+    torch.distributed.all_reduce(calls, op=torch.distributed.ReduceOp.MAX, group=group)
+    entries = [(i, k) for i,c in zip(idx, calls.tolist()) for k in range(c)]   # (layer, call), the same list in every process
+    if not entries: return
     parts = []
-    for i in idx:
-        layer,w = self.layers[i],window[i]
-        if w is None: parts.append(torch.zeros(1 + 2*layer.num_features, dtype=torch.float64, device=layer.running_mean.device))
+    for i,k in entries:
+        w,c = (window[i][k] if k < len(window[i]) else None),self.layers[i].num_features
+        if w is None: parts.append(torch.zeros(1 + 2*c, dtype=torch.float64, device=device))
         else:
             n,mean,m2 = w
-            parts += [torch.full((1,), float(n), dtype=torch.float64, device=mean.device), (mean*n).double(), (m2 + mean.square()*n).double()]
+            parts += [torch.full((1,), float(n), dtype=torch.float64, device=device), (mean*n).double(), (m2 + mean.square()*n).double()]
     flat = torch.cat(parts)
     torch.distributed.all_reduce(flat, group=group)
-    sizes = [self.layers[i].num_features for i in idx]
-    starts = [sum(1 + 2*c for c in sizes[:k]) for k in range(len(sizes))]
-    for i,c,at,n in zip(idx, sizes, starts, flat[starts].tolist()):   # the counts: one read a step
-        if not n: window[i] = None; continue
-        mean = flat[at+1:at+1+c]/n
-        window[i] = (round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0))
+    sizes = [self.layers[i].num_features for i,_ in entries]
+    starts = [sum(1 + 2*c for c in sizes[:j]) for j in range(len(sizes))]
+    for i in idx: window[i] = []
+    for (i,k),c,at,n in zip(entries, sizes, starts, flat[starts].tolist()):   # the counts: one read a step
+        mean = flat[at+1:at+1+c]/n if n else None
+        window[i].append((round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0)) if n else None)
 
 # %% ../nbs/15_batchnorm.ipynb #833f650b
 @patch
 def state_dict(self:WindowBatchNorm)->dict:
-    "The window's statistics, by layer name: {name: {'count', 'mean', 'm2'}}, tensors on the CPU"
-    window = {name:combine_moments(parts) for name,parts in zip(self.names, self._window)}
-    return {name:dict(count=w[0], mean=w[1].cpu(), m2=w[2].cpu()) for name,w in window.items() if w is not None}
+    "The window's statistics, by layer name and call in a forward: {name: [{'count', 'mean', 'm2'} or None, ...]}, tensors on the CPU"
+    state = {}
+    for name,calls in zip(self.names, self._window):
+        window = [combine_moments(parts) for parts in calls]
+        if any(w is not None for w in window): state[name] = [None if w is None else dict(count=w[0], mean=w[1].cpu(), m2=w[2].cpu()) for w in window]
+    return state
 
 @patch
 def load_state_dict(self:WindowBatchNorm,
@@ -233,8 +245,9 @@ def load_state_dict(self:WindowBatchNorm,
     self.window_dropped()
     for i,name in enumerate(self.names):
         if name not in state: continue
-        s,device = state[name],self.layers[i].running_mean.device
-        self._window[i] = [(s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))]
+        device = self.layers[i].running_mean.device
+        calls = state[name] if isinstance(state[name], list) else [state[name]]   # (a dict: one call, as fastaccum's first checkpoints wrote it)
+        self._window[i] = [[] if s is None else [(s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))] for s in calls]
 
 # %% ../nbs/15_batchnorm.ipynb #da575dc2
 def batchnorm_warning(
