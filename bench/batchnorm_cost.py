@@ -5,17 +5,26 @@ per-micro-batch update (`'micro'`).
 
 Not part of the package. Run it in the vision environment, from the repository root:
 
-    bash tools/setup_vision.sh && PYTHONPATH=$PWD .venv-vision/bin/python bench/batchnorm_cost.py [--pairs 10]
+    bash tools/setup_vision.sh && PYTHONPATH=$PWD .venv-vision/bin/python bench/batchnorm_cost.py [--rounds 10]
 
-It writes `bench/batchnorm_cost.md`. The two learners are built once, each warmed up with one epoch, then timed in
-pairs of epochs, one of each, the order alternating from pair to pair (AB, BA, AB, ...); the result is the median
-and quartiles of the pairs' ratios (window / micro), which cancels most of the drift of a shared machine. The time
-is the process's CPU time, not the wall clock: with one thread it is the epoch's own work, much steadier on a machine
-shared with other jobs. Only the training phase of the epoch is timed (validation runs in eval mode, where the two do
-the same work), so the ratio is the larger one a whole epoch could show.
+It writes `bench/batchnorm_cost.md`. Three learners are built once (`'window'`, `'micro'`, and a second `'micro'`
+whose ratio to the first shows the noise of a ratio of equal work), each warmed up with one epoch, then timed in
+rounds of one epoch each, the order rotating from round to round; the result is the median and quartiles of the
+rounds' ratios (window / micro), which cancels most of the drift of a shared machine. The time is the process's
+CPU time, not the wall clock: with one thread it is the epoch's own work, much steadier on a machine shared with
+other jobs. Only the training phase of the epoch is timed (validation runs in eval mode, where the two do the same
+work), so the ratio is the larger one a whole epoch could show.
+
+Epochs timed side by side differ by a few percent from round to round on a shared machine, more than the cost itself. So the
+cost is also accounted for directly: one more epoch with `'window'` in which every call of `WindowBatchNorm`'s
+methods (its two hooks, and its work at each micro-batch's end and each step) is timed, plus the cost of calling
+a module that has two hooks rather than none (PyTorch's slower call path), measured on its own and multiplied by
+the hooked calls of the epoch. That sum, over the training phase's time, is the share of the epoch that
+`'window'` adds, resolved well below the rounds' noise. It also writes `bench/batchnorm_cost.json`, which the
+benchmarks page shows.
 """
 from __future__ import annotations
-import argparse, os, platform, statistics, sys, tempfile, time, warnings
+import argparse, json, os, platform, statistics, sys, tempfile, time, warnings
 from pathlib import Path
 
 os.environ.setdefault('OMP_NUM_THREADS', '1')
@@ -26,9 +35,10 @@ with warnings.catch_warnings():
     warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
     from fastai.vision.all import *
 from fastaccum.all import *   # after fastai's star import, which brings fastai's own GradientAccumulation
+from fastaccum.batchnorm import WindowBatchNorm
 
 root = Path(__file__).resolve().parent.parent
-out = root/'bench'/'batchnorm_cost.md'
+out,out_json = root/'bench'/'batchnorm_cost.md',root/'bench'/'batchnorm_cost.json'
 
 
 def digits_folder()->Path:
@@ -65,42 +75,129 @@ def epoch(learn)->float:
     return learn.train_time.times[-1]
 
 
+PART_METHODS = ('_before', '_after', 'micro_batch_ended', 'window_closed', 'window_dropped')
+
+class PartTimer(Callback):
+    "Times every call of `WindowBatchNorm`'s methods during the training phase (CPU seconds of the thread), and counts its hook calls"
+    order = 100
+    def __init__(self):
+        self.originals,self.on,self.depth = {},False,0
+        self.reset()
+        for name in PART_METHODS: self.originals[name] = getattr(WindowBatchNorm, name); setattr(WindowBatchNorm, name, self._timed(name))
+    def _timed(self, name):
+        original,clock = self.originals.get(name) or getattr(WindowBatchNorm, name),time.thread_time
+        def timed(*args, **kwargs):
+            if not self.on or self.depth: return original(*args, **kwargs)   # (a call inside another is in the outer one's time)
+            start,self.depth = clock(),1
+            try: return original(*args, **kwargs)
+            finally: self.seconds[name] += clock() - start; self.calls[name] += 1; self.depth = 0
+        return timed
+    def reset(self): self.seconds,self.calls = dict.fromkeys(PART_METHODS, 0.),dict.fromkeys(PART_METHODS, 0)
+    def before_train(self): self.on = True
+    def after_train(self): self.on = False
+    def restore(self):
+        for name,f in self.originals.items(): setattr(WindowBatchNorm, name, f)
+
+
+def hook_dispatch_seconds(blocks:int=30, calls:int=2000)->float:
+    "The extra CPU seconds of one call of a module with a forward pre-hook and a forward hook (both doing nothing) over one without"
+    x,plain,hooked = torch.randn(2, 4),nn.Identity(),nn.Identity()
+    hooked.register_forward_pre_hook(lambda m, args: None)
+    hooked.register_forward_hook(lambda m, args, out: None, always_call=True)
+    extra = []
+    for i in range(blocks):
+        per_call = {}
+        for name,module in ((('plain', plain), ('hooked', hooked)) if i%2 == 0 else (('hooked', hooked), ('plain', plain))):
+            start = time.thread_time()
+            for _ in range(calls): module(x)
+            per_call[name] = (time.thread_time() - start)/calls
+        extra.append(per_call['hooked'] - per_call['plain'])
+    return statistics.median(extra)
+
+
+def accounted(dls)->dict:
+    "One timed epoch with `'window'`: its training phase's seconds, the part's own seconds by method, and the hooks' dispatch"
+    timer = PartTimer()
+    try:
+        learn = learner(dls, 'window')
+        learn.add_cb(timer)
+        epoch(learn); timer.reset()   # warm-up, then the counted epoch
+        train = epoch(learn)
+    finally: timer.restore()
+    dispatch = hook_dispatch_seconds()
+    hooked_calls = timer.calls['_before']   # (each hooked forward calls both hooks)
+    own = sum(timer.seconds.values())
+    return dict(train_seconds=train, own_seconds=own, own_by_method={k:v for k,v in timer.seconds.items()}, calls=timer.calls,
+                dispatch_seconds_per_call=dispatch, hooked_calls=hooked_calls, dispatch_seconds=dispatch*hooked_calls,
+                share=(own + dispatch*hooked_calls)/train)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--pairs', type=int, default=10, help='timed pairs of epochs')
+    p.add_argument('--rounds', type=int, default=10, help='timed rounds of three epochs')
     args = p.parse_args()
+    load_start = os.getloadavg()[0]
     dls = ImageDataLoaders.from_folder(digits_folder(), valid_pct=0.2, seed=0, bs=16, num_workers=0)
-    learners = {bn:learner(dls, bn) for bn in ('window', 'micro')}
+    learners = {bn:learner(dls, bn.split()[0]) for bn in ('window', 'micro', 'micro again')}   # the third: the noise of a ratio of equals
     n_bn = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in learners['window'].model.modules())
     for learn in learners.values(): epoch(learn)   # warm-up
     times = {bn:[] for bn in learners}
-    for i in range(args.pairs):
-        order = ('window', 'micro') if i%2 == 0 else ('micro', 'window')
-        for bn in order: times[bn].append(epoch(learners[bn]))
-        print(f'pair {i+1}: window {times["window"][-1]:.2f} s, micro {times["micro"][-1]:.2f} s', flush=True)
+    for i in range(args.rounds):
+        names = list(learners)
+        for bn in names[i%3:] + names[:i%3]: times[bn].append(epoch(learners[bn]))   # each first, second and third in turn
+        print(f'round {i+1}: ' + ', '.join(f'{bn} {t[-1]:.2f} s' for bn,t in times.items()), flush=True)
     ratios = [w/m for w,m in zip(times['window'], times['micro'])]
-    q1,med,q3 = statistics.quantiles(ratios, n=4)
-    n_train = len(dls.train_ds)
+    control = [a/m for a,m in zip(times['micro again'], times['micro'])]
+    def quartiles(r): return statistics.quantiles(r, n=4) if len(r) > 1 else r*3
+    q1,med,q3 = quartiles(ratios)
+    c1,cmed,c3 = quartiles(control)
+    acc = accounted(dls)
+    n_train,mb = len(dls.train_ds),acc['calls']['micro_batch_ended']
+    setup = (f'{platform.machine()}, {os.cpu_count()} cores (shared), load average {load_start:.1f} at the start and {os.getloadavg()[0]:.1f} '
+             f'at the end; torch {torch.__version__}, Python {platform.python_version()}')
+    by_method = ', '.join(f'{k} {v*1e3:.1f} ms ({acc["calls"][k]} calls)' for k,v in acc['own_by_method'].items() if acc['calls'][k])
     lines = [
         '# The cost of `batchnorm=\'window\'`',
         '',
         f'`bench/batchnorm_cost.py`: the training phase of one epoch of the vision recipe\'s ResNet-18 (`pretrained=False`, '
         f'unfrozen, {n_bn} BatchNorm layers), {n_train} digits as 32x32 images in micro-batches of 16, '
-        f'`GradientAccumulation(128)`, on the CPU with one thread, timed in CPU seconds of the process; {args.pairs} pairs of epochs, the order alternating, '
-        'after one warm-up epoch each.',
+        f'`GradientAccumulation(128)`, on the CPU with one thread, timed in CPU seconds of the process.',
+        '',
+        '## What `\'window\'` adds, accounted for',
+        '',
+        f'One epoch with every call of `WindowBatchNorm`\'s methods timed, and the extra cost of calling a module with two hooks:',
+        '',
+        '| | CPU milliseconds in the epoch | share of its training phase |',
+        '|---|---|---|',
+        f'| `WindowBatchNorm`\'s own work | {acc["own_seconds"]*1e3:.1f} | {acc["own_seconds"]/acc["train_seconds"]:.2%} |',
+        f'| calling hooked modules ({acc["hooked_calls"]} calls x {acc["dispatch_seconds_per_call"]*1e6:.2f} us) | '
+        f'{acc["dispatch_seconds"]*1e3:.1f} | {acc["dispatch_seconds"]/acc["train_seconds"]:.2%} |',
+        f'| **total** | {(acc["own_seconds"] + acc["dispatch_seconds"])*1e3:.1f} | **{acc["share"]:.2%}** |',
+        '',
+        f'The training phase: {acc["train_seconds"]:.2f} s, {mb} micro-batches. By method: {by_method}.',
+        '',
+        '## Epochs timed side by side',
+        '',
+        f'{args.rounds} rounds of three epochs, `\'window\'`, `\'micro\'` and a second `\'micro\'` learner (the same work: '
+        'its ratio is the noise of a ratio here), the order rotating, after one warm-up epoch each:',
         '',
         '| | CPU seconds per epoch (median) | ratio to `\'micro\'`: median | lower quartile | upper quartile |',
         '|---|---|---|---|---|',
         f'| `batchnorm=\'window\'` | {statistics.median(times["window"]):.2f} | {med:.3f} | {q1:.3f} | {q3:.3f} |',
         f'| `batchnorm=\'micro\'` | {statistics.median(times["micro"]):.2f} | 1 | | |',
+        f'| `batchnorm=\'micro\'` again | {statistics.median(times["micro again"]):.2f} | {cmed:.3f} | {c1:.3f} | {c3:.3f} |',
         '',
-        f'Ratios of the pairs: {", ".join(f"{r:.3f}" for r in ratios)}.',
+        f'Ratios `\'window\'`/`\'micro\'`: {", ".join(f"{r:.3f}" for r in ratios)}; `\'micro\'` again/`\'micro\'`: '
+        f'{", ".join(f"{r:.3f}" for r in control)}.',
         '',
-        f'Target (issue 26): at most 1.03. Machine: {platform.machine()}, {os.cpu_count()} cores (shared), '
-        f'load average {os.getloadavg()[0]:.1f} at the end; torch {torch.__version__}, Python {platform.python_version()}.',
+        f'Target (issue 26): at most 3% of an epoch. Machine: {setup}.',
         '',
     ]
     out.write_text('\n'.join(lines))
+    out_json.write_text(json.dumps(dict(accounted=acc, rounds=dict(seconds=times, ratios=ratios, median=med, lower_quartile=q1, upper_quartile=q3,
+                                                                    control=control, control_median=cmed, control_lower_quartile=c1,
+                                                                    control_upper_quartile=c3),
+                                        batchnorm_layers=n_bn, train_samples=n_train, setup=setup), indent=1))
     print('\n'.join(lines))
 
 
