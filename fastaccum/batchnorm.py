@@ -6,7 +6,9 @@ Docs: https://fastaccum.github.io/fastaccum/batchnorm.html.md"""
 
 # %% ../nbs/15_batchnorm.ipynb #33685efd
 from __future__ import annotations
+from contextlib import contextmanager
 from functools import partial
+from itertools import accumulate
 import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -99,19 +101,20 @@ def _model_of(obj):
 
 # %% ../nbs/15_batchnorm.ipynb #64ca1969
 class WindowBatchNorm:
-    "Update BatchNorm's running statistics once per window, from the window's exact mean and unbiased variance, as one forward of the large batch would"
+    "Update BatchNorm's running statistics once per window (once per call, for a layer a forward calls more than once), from the window's exact mean and unbiased variance, as one forward of the large batch would"
     def __init__(self,
         model:nn.Module|None=None, # A model to watch at once (or an accumulation callback, whose `learn.model` it is); else `start` it later
     ):
         self.model,self.layers,self.names,self._handles,self._off = None,[],[],[],set()
-        # per layer: the moments of each of its training forwards in this micro-batch, in call order; the window's, by call ([call][micro-batch])
+        # per layer: (call, moments) of its training forwards in this micro-batch; the window's moments by call ([call][forward])
         self._pending,self._window = [],[]
+        self._calls,self._counting,self._paused = [],False,0   # calls of each layer in this forward of the model; inside one; `paused` depth
         if model is not None: self.start(model)
 
     def start(self,
         model:nn.Module|None=None, # The model to watch (or an accumulation callback): default, the last one
     ):
-        "Hook the model's BatchNorm layers that track running statistics (`batchnorm_layers`); whatever was held is forgotten"
+        "Hook the model's BatchNorm layers that track running statistics (`batchnorm_layers`), and the model; whatever was held is forgotten"
         self.remove()
         if model is not None: self.model = _model_of(model)
         if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
@@ -121,6 +124,9 @@ class WindowBatchNorm:
         for i,layer in enumerate(self.layers):
             self._handles += [layer.register_forward_pre_hook(partial(self._before, i)),
                               layer.register_forward_hook(partial(self._after, i), always_call=True)]
+        # (after the layers' hooks: a model that is itself a BatchNorm layer starts its forward before the layer's hook records it)
+        self._handles += [self.model.register_forward_pre_hook(self._forward_began),
+                          self.model.register_forward_hook(self._forward_ended, always_call=True)]
         return self
 
     def remove(self):
@@ -128,8 +134,15 @@ class WindowBatchNorm:
         for h in self._handles: h.remove()
         for i in self._off: self.layers[i].track_running_stats = True
         self._handles,self._off,self.layers,self.names,self._pending,self._window = [],set(),[],[],[],[]
+        self._calls,self._counting = [],False
 
-    # -- the hot path: every forward of a hooked layer
+    # -- the hot path: every forward of the model, and of a hooked layer
+    def _forward_began(self, model, args):
+        "A forward of the model: its layers' calls are numbered from 0 (recorded unless `paused`)"
+        self._calls,self._counting = [0]*len(self.layers),not self._paused
+
+    def _forward_ended(self, model, args, output): self._counting = False
+
     def _before(self, i, layer, args):
         "In training mode: normalize with the micro-batch as PyTorch does, but keep the running statistics out of it"
         if layer.training and layer.track_running_stats:
@@ -137,11 +150,14 @@ class WindowBatchNorm:
             self._off.add(i)
 
     def _after(self, i, layer, args, output):
-        "Put the flag back (even when the forward raised: `output` is then None), and keep the call's moments"
+        "Put the flag back (even when the forward raised: `output` is then None), and keep the call's moments (in a forward of the model only)"
         if i not in self._off: return
         layer.track_running_stats = True
         self._off.discard(i)
-        if output is not None and args: self._pending[i].append(saved_moments(output, args[0]) or batch_moments(args[0]))
+        if output is None or not args or not self._counting: return
+        call = self._calls[i]
+        self._calls[i] = call + 1
+        self._pending[i].append((call, saved_moments(output, args[0]) or batch_moments(args[0])))
 
     @property
     def held(self)->bool:
@@ -159,10 +175,19 @@ def micro_batch_ended(self:WindowBatchNorm,
     "The micro-batch is over: add what its forwards recorded (all of them, since the last call) to the window's statistics if `kept`, else forget it"
     for pending,calls in zip(self._pending, self._window):
         if not pending: continue
-        if kept:   # the k-th call of a layer joins the window's k-th calls; combined when the window closes (no tensor operation here)
-            if len(calls) < len(pending): calls += [[] for _ in range(len(pending) - len(calls))]
-            for moments,parts in zip(pending, calls): parts.append(moments)
+        if kept:   # the k-th call of a layer in a forward joins the window's k-th calls; combined when the window closes (no tensor operation here)
+            for call,moments in pending:
+                if call >= len(calls): calls += [[] for _ in range(call + 1 - len(calls))]
+                calls[call].append(moments)
         pending.clear()
+
+@patch
+@contextmanager
+def paused(self:WindowBatchNorm):
+    "Forwards of the model inside neither update the running statistics nor add to the window: a pass the large batch does not make (`WholeBatchLoss`'s first)"
+    self._paused += 1
+    try: yield self
+    finally: self._paused -= 1
 
 # %% ../nbs/15_batchnorm.ipynb #0a2c31c5
 @patch
@@ -214,13 +239,14 @@ def _all_reduce_group(self:WindowBatchNorm,
         if w is None: parts.append(torch.zeros(1 + 2*c, dtype=torch.float64, device=device))
         else:
             n,mean,m2 = w
-            parts += [torch.full((1,), float(n), dtype=torch.float64, device=device), (mean*n).double(), (m2 + mean.square()*n).double()]
+            mean,m2 = mean.to(device, torch.float64),m2.to(device, torch.float64)
+            parts += [torch.full((1,), float(n), dtype=torch.float64, device=device), mean*n, m2 + mean.square()*n]
     flat = torch.cat(parts)
     torch.distributed.all_reduce(flat, group=group)
     sizes = [self.layers[i].num_features for i,_ in entries]
-    starts = [sum(1 + 2*c for c in sizes[:j]) for j in range(len(sizes))]
+    starts = [0, *accumulate(1 + 2*c for c in sizes[:-1])]
     for i in idx: window[i] = []
-    for (i,k),c,at,n in zip(entries, sizes, starts, flat[starts].tolist()):   # the counts: one read a step
+    for (i,k),c,at,n in zip(entries, sizes, starts, flat[starts].tolist()):   # the counts (with the calls': two reads a step)
         mean = flat[at+1:at+1+c]/n if n else None
         window[i].append((round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0)) if n else None)
 
@@ -246,7 +272,7 @@ def load_state_dict(self:WindowBatchNorm,
     for i,name in enumerate(self.names):
         if name not in state: continue
         device = self.layers[i].running_mean.device
-        calls = state[name] if isinstance(state[name], list) else [state[name]]   # (a dict: one call, as fastaccum's first checkpoints wrote it)
+        calls = [state[name]] if isinstance(state[name], dict) else state[name]   # (a dict: one call, the form before calls were told apart)
         self._window[i] = [[] if s is None else [(s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))] for s in calls]
 
 # %% ../nbs/15_batchnorm.ipynb #da575dc2

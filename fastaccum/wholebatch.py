@@ -50,6 +50,7 @@ class WholeBatchLoss:
         learn, # The `Learner`
         size:int|None, # The largest micro-batch (`None`: the whole batch, until memory runs out with `auto`)
         auto:bool=False, # Halve `size` on running out of memory in the first pass
+        first_pass=None, # A context for the first pass's forwards, which the large batch does not make (`WindowBatchNorm.paused`: BatchNorm's running statistics see the second pass only)
     ):
         store_attr()
         self.chunks,self.outputs = [],None
@@ -79,7 +80,7 @@ class WholeBatchLoss:
     def _outputs(self, xb, n, size):
         "Each micro-batch's output without a graph (and the random state it started from); the whole output, its tensors leaves that take the loss's gradient"
         self.chunks,outs,start = [],[],0
-        with torch.no_grad():
+        with torch.no_grad(), (self.first_pass() if self.first_pass else nullcontext()):
             for k in split_sizes(n, size):
                 self.chunks.append((start, k, _rng_state()))
                 outs.append(self.learn.model(*slice_batch(xb, n, start, start+k)))
