@@ -182,12 +182,15 @@ def micro_batch_ended(self:WindowBatchNorm,
         pending.clear()
 
 @patch
-@contextmanager
 def paused(self:WindowBatchNorm):
-    "Forwards of the model inside neither update the running statistics nor add to the window: a pass the large batch does not make (`WholeBatchLoss`'s first)"
-    self._paused += 1
-    try: yield self
-    finally: self._paused -= 1
+    "A context: forwards of the model inside neither update the running statistics nor add to the window (a pass the large batch does not make, as `WholeBatchLoss`'s first)"
+    return _paused(self)
+
+@contextmanager
+def _paused(wbn):
+    wbn._paused += 1   # (a depth: contexts may nest)
+    try: yield wbn
+    finally: wbn._paused -= 1
 
 # %% ../nbs/15_batchnorm.ipynb #0a2c31c5
 @patch
