@@ -19,7 +19,7 @@ two do the same work), so the ratio is the larger one a whole epoch could show.
 
 Epochs timed side by side differ by a few percent from round to round on a shared machine, more than the cost
 itself. So the cost is also accounted for directly: one more epoch with `'window'` in which every call of
-`WindowBatchNorm`'s methods (its hooks on the layers and on the model, and its work at each micro-batch's end
+`WindowBatchNorm`'s methods (its two hooks on each layer, and its work at each micro-batch's end
 and each step) is timed in the same CPU time, plus the cost of calling a module that has two hooks rather than
 none (PyTorch's slower call path), measured on its own and multiplied by the hooked calls of the epoch. That
 sum, over the training phase's time, is the direct cost of `'window'`, resolved well below the rounds' noise: an
@@ -78,7 +78,7 @@ def epoch(learn)->float:
     return learn.train_time.times[-1]
 
 
-PART_METHODS = ('_forward_began', '_forward_ended', '_before', '_after', 'micro_batch_ended', 'window_closed', 'window_dropped')
+PART_METHODS = ('_before', '_after', 'micro_batch_ended', 'new_piece', 'window_closed', 'window_dropped')
 
 class PartTimer(Callback):
     "Times every call of `WindowBatchNorm`'s methods during the training phase (CPU seconds of the process, as `TrainTime`), and counts them"
@@ -128,7 +128,7 @@ def accounted(dls)->dict:
         train = epoch(learn)
     finally: timer.restore()
     dispatch = hook_dispatch_seconds()
-    hooked_calls = timer.calls['_before'] + timer.calls['_forward_began']   # (each hooked forward calls both of its hooks)
+    hooked_calls = timer.calls['_before']   # (each hooked forward calls both of its hooks)
     own = sum(timer.seconds.values())
     return dict(train_seconds=train, own_seconds=own, own_by_method={k:v for k,v in timer.seconds.items()}, calls=timer.calls,
                 dispatch_seconds_per_call=dispatch, hooked_calls=hooked_calls, dispatch_seconds=dispatch*hooked_calls,

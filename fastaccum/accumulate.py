@@ -544,8 +544,8 @@ def _whole_batch_loss(self:GradientAccumulation):
     if self.warn_batchnorm and any(isinstance(m, bn_types+(nn.SyncBatchNorm,)) for m in self.learn.model.modules()):
         warnings.warn('whole_batch_loss with BatchNorm layers: they normalise each micro-batch with its own statistics and see it twice '
                       '(two forwards), so the gradient is not the whole batch\'s. Use LayerNorm or GroupNorm. (warn_batchnorm=False silences this.)')
-    window_bn = [p for p in self.this_fit.parts if isinstance(p, WindowBatchNorm)]   # (its running statistics: the second pass's forwards only)
-    return WholeBatchLoss(self.learn, size, auto=self._agreeing, first_pass=window_bn[0].paused if window_bn else None)
+    window_bn = [p for p in self.this_fit.parts if isinstance(p, WindowBatchNorm)]   # (its running statistics: the second pass only, in pieces)
+    return WholeBatchLoss(self.learn, size, auto=self._agreeing, batchnorm=window_bn[0] if window_bn else None)
 
 @patch
 def _stop_whole_batch_loss(self:GradientAccumulation, f):

@@ -100,33 +100,36 @@ def _model_of(obj):
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 # %% ../nbs/15_batchnorm.ipynb #64ca1969
+_graph_task_id = getattr(torch._C, '_current_graph_task_id', None)   # (private to PyTorch, in 2.x; without it, recomputations count)
+
+def _in_backward()->bool:
+    "Whether autograd runs a backward in this thread (where activation checkpointing recomputes forwards)"
+    return _graph_task_id is not None and _graph_task_id() != -1
+
 class WindowBatchNorm:
     "Update BatchNorm's running statistics once per window (once per call, for a layer a forward calls more than once), from the window's exact mean and unbiased variance, as one forward of the large batch would"
     def __init__(self,
         model:nn.Module|None=None, # A model to watch at once (or an accumulation callback, whose `learn.model` it is); else `start` it later
     ):
         self.model,self.layers,self.names,self._handles,self._off = None,[],[],[],set()
-        # per layer: (call, moments) of its training forwards in this micro-batch; the window's moments by call ([call][forward])
+        # per layer: (call, moments) of its training forwards in this micro-batch; the window's moments by call ([call][micro-batch])
         self._pending,self._window = [],[]
-        self._calls,self._counting,self._paused = [],False,0   # calls of each layer in this forward of the model; inside one; `paused` depth
+        self._calls,self._paused = [],0   # each layer's calls so far in this micro-batch (or piece of one); the depth of `paused`
         if model is not None: self.start(model)
 
     def start(self,
         model:nn.Module|None=None, # The model to watch (or an accumulation callback): default, the last one
     ):
-        "Hook the model's BatchNorm layers that track running statistics (`batchnorm_layers`), and the model; whatever was held is forgotten"
+        "Hook the model's BatchNorm layers that track running statistics (`batchnorm_layers`); whatever was held is forgotten"
         self.remove()
         if model is not None: self.model = _model_of(model)
         if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
         layers = batchnorm_layers(self.model)
         self.names,self.layers = list(layers),list(layers.values())
-        self._pending,self._window = [[] for _ in self.layers],[[] for _ in self.layers]
+        self._pending,self._window,self._calls = [[] for _ in self.layers],[[] for _ in self.layers],[0]*len(self.layers)
         for i,layer in enumerate(self.layers):
             self._handles += [layer.register_forward_pre_hook(partial(self._before, i)),
                               layer.register_forward_hook(partial(self._after, i), always_call=True)]
-        # (after the layers' hooks: a model that is itself a BatchNorm layer starts its forward before the layer's hook records it)
-        self._handles += [self.model.register_forward_pre_hook(self._forward_began),
-                          self.model.register_forward_hook(self._forward_ended, always_call=True)]
         return self
 
     def remove(self):
@@ -134,15 +137,9 @@ class WindowBatchNorm:
         for h in self._handles: h.remove()
         for i in self._off: self.layers[i].track_running_stats = True
         self._handles,self._off,self.layers,self.names,self._pending,self._window = [],set(),[],[],[],[]
-        self._calls,self._counting = [],False
+        self._calls = []
 
-    # -- the hot path: every forward of the model, and of a hooked layer
-    def _forward_began(self, model, args):
-        "A forward of the model: its layers' calls are numbered from 0 (recorded unless `paused`)"
-        self._calls,self._counting = [0]*len(self.layers),not self._paused
-
-    def _forward_ended(self, model, args, output): self._counting = False
-
+    # -- the hot path: every forward of a hooked layer
     def _before(self, i, layer, args):
         "In training mode: normalize with the micro-batch as PyTorch does, but keep the running statistics out of it"
         if layer.training and layer.track_running_stats:
@@ -150,11 +147,11 @@ class WindowBatchNorm:
             self._off.add(i)
 
     def _after(self, i, layer, args, output):
-        "Put the flag back (even when the forward raised: `output` is then None), and keep the call's moments (in a forward of the model only)"
+        "Put the flag back (even when the forward raised: `output` is then None), and keep the call's moments, numbered in the micro-batch"
         if i not in self._off: return
         layer.track_running_stats = True
         self._off.discard(i)
-        if output is None or not args or not self._counting: return
+        if output is None or not args or self._paused or _in_backward(): return   # (a recomputation by activation checkpointing)
         call = self._calls[i]
         self._calls[i] = call + 1
         self._pending[i].append((call, saved_moments(output, args[0]) or batch_moments(args[0])))
@@ -180,6 +177,12 @@ def micro_batch_ended(self:WindowBatchNorm,
                 if call >= len(calls): calls += [[] for _ in range(call + 1 - len(calls))]
                 calls[call].append(moments)
         pending.clear()
+    self.new_piece()
+
+@patch
+def new_piece(self:WindowBatchNorm):
+    "The forwards that follow are another piece of the same micro-batch (`WholeBatchLoss`'s second pass): each layer's calls are numbered from 0 again"
+    self._calls = [0]*len(self.layers)
 
 @patch
 def paused(self:WindowBatchNorm):

@@ -50,7 +50,7 @@ class WholeBatchLoss:
         learn, # The `Learner`
         size:int|None, # The largest micro-batch (`None`: the whole batch, until memory runs out with `auto`)
         auto:bool=False, # Halve `size` on running out of memory in the first pass
-        first_pass=None, # A context for the first pass's forwards, which the large batch does not make (`WindowBatchNorm.paused`: BatchNorm's running statistics see the second pass only)
+        batchnorm=None, # The window's `WindowBatchNorm`, if any: the first pass is paused (the large batch does not make it), each micro-batch of the second pass a piece of the batch
     ):
         store_attr()
         self.chunks,self.outputs = [],None
@@ -80,7 +80,7 @@ class WholeBatchLoss:
     def _outputs(self, xb, n, size):
         "Each micro-batch's output without a graph (and the random state it started from); the whole output, its tensors leaves that take the loss's gradient"
         self.chunks,outs,start = [],[],0
-        with torch.no_grad(), (self.first_pass() if self.first_pass else nullcontext()):
+        with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm else nullcontext()):
             for k in split_sizes(n, size):
                 self.chunks.append((start, k, _rng_state()))
                 outs.append(self.learn.model(*slice_batch(xb, n, start, start+k)))
@@ -102,6 +102,7 @@ class WholeBatchLoss:
         try:
             for i,(start,k,state) in enumerate(pieces):
                 _set_rng_state(state)   # the same dropout masks as the first pass
+                if self.batchnorm: self.batchnorm.new_piece()
                 # under DDP, the pieces but the last keep their gradients local: the batch synchronizes once
                 hold = sync_model.no_sync() if sync_model is not None and i < len(pieces)-1 else nullcontext()
                 with hold:

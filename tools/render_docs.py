@@ -76,7 +76,7 @@ EXPECTED = {
     '04_contrastive.ipynb': dict(plots=1),
     '14_noise_scale.ipynb': dict(api=['GradientNoiseScale', 'noise_scale_estimates', 'GradientNoiseScale.plot_gns'], plots=1),
     '15_batchnorm.ipynb': dict(api=['batch_moments', 'saved_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers',
-                                    'WindowBatchNorm', 'WindowBatchNorm.start', 'WindowBatchNorm.remove', 'WindowBatchNorm.micro_batch_ended', 'WindowBatchNorm.paused',
+                                    'WindowBatchNorm', 'WindowBatchNorm.start', 'WindowBatchNorm.remove', 'WindowBatchNorm.micro_batch_ended', 'WindowBatchNorm.paused', 'WindowBatchNorm.new_piece',
                                     'WindowBatchNorm.window_closed', 'WindowBatchNorm.window_dropped', 'WindowBatchNorm.state_dict',
                                     'WindowBatchNorm.load_state_dict', 'batchnorm_warning']),
     '20_integrations.ipynb': dict(api=['StepLoggers'], plots=1),   # BatchCallback is internal: no API section
