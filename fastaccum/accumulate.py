@@ -521,8 +521,7 @@ def _drop_window(self:GradientAccumulation, quiet:bool=True):
 def _zero_grad(self:GradientAccumulation):
     learn = self.learn
     if learn.opt is not None: learn.opt.zero_grad()
-    else:
-        for p in learn.model.parameters(): p.grad = None
+    else: learn.model.zero_grad(set_to_none=True)
 
 @patch
 def restart_window(self:GradientAccumulation):

@@ -230,6 +230,7 @@ def concat_outputs(outputs:list, # The model's outputs for consecutive micro-bat
                   ):
     "The outputs of micro-batches put together along the batch dimension, as the whole batch's (tensors, and tuples, lists and dicts of them)"
     first = outputs[0]
+    if len(outputs) == 1: return first   # (one piece: no copy)
     if isinstance(first, torch.Tensor): return torch.cat(outputs) if first.ndim else first
     if isinstance(first, (tuple, list)): return type(first)(concat_outputs(list(o)) for o in zip(*outputs))
     if isinstance(first, dict): return {k: concat_outputs([o[k] for o in outputs]) for k in first}

@@ -172,7 +172,7 @@ class ScheduledBatchSize:
     def __init__(self,
         start:int, # `start_accum_bs`, the value before a fit
     ):
-        self.setting,self.current = None,start
+        self.setting,self.current = start,start   # (`setting`: what epochs are planned with before a fit, as for a fixed batch size)
 
     def start_fit(self, ga, # The `GradientAccumulationSchedule` whose fit starts
                  ):

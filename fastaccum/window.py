@@ -81,7 +81,6 @@ class AccumWindow:
         "The window's loss as the large batch computes it: the mean over its items (for a summed loss, the sum)"
         losses = self.losses
         if self.reduction == 'sum': return sum(l for l,_ in losses)
-        if len(losses) == 1: return losses[0][0]   # one micro-batch: its own mean
         # a micro-batch without items has no loss (its mean is 0/0): it adds nothing (a count kept as a tensor: 0, not NaN)
         total = sum((l*i).nan_to_num(0.) if not isinstance(i, (int, float)) else l*i for l,i in losses if not isinstance(i, (int, float)) or i)
         items = self.items   # (a count kept on the device is divided by there: no read)
