@@ -7,14 +7,18 @@ Docs: https://fastaccum.github.io/fastaccum/internals/all.html.md"""
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/internals/all.ipynb #45223050
-from . import window, accumulate, schedule, noise, batchnorm
+# %% ../nbs/internals/all.ipynb #51f1bc8d
+from . import window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint
 from .window import *
+from .plan import *
+from .parts import *
+from .runner import *
 from .accumulate import *
 from .schedule import *
 from .noise import *
 from .batchnorm import *
+from .checkpoint import *
 
 # nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
-__all__ = window.__all__ + accumulate.__all__ + schedule.__all__ + noise.__all__ + batchnorm.__all__
-from . import checkpoint; from fastaccum.checkpoint import *; __all__ += checkpoint.__all__   # TrainingCheckpoint (issue 24)
+_modules = (window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint)
+__all__ = [n for m in _modules for n in m.__all__]
