@@ -20,11 +20,13 @@ from .parts import WindowListener
 __all__ = ['batch_moments', 'saved_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm',
            'batchnorm_warning', 'fit_batchnorm']
 
-# %% ../nbs/15_batchnorm.ipynb #428c7ea5
+# %% ../nbs/15_batchnorm.ipynb #a57ba37e
 def batch_moments(
     x:torch.Tensor, # A BatchNorm layer's input: (batch, channels) or (batch, channels, *spatial)
 )->tuple:
     "Per-channel (count, mean, M2) of `x`, over every dimension but the channels', in float32 at least"
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        raise ValueError(f'`x` must be a BatchNorm input of shape (batch, channels, ...), got {getattr(x, "shape", x)!r}.')
     x = x.detach()
     if x.dtype not in (torch.float32, torch.float64): x = x.float()   # half precision: reduced in float32, as BatchNorm's statistics are
     n = x.numel()//x.shape[1] if x.shape[1] else 0
@@ -70,7 +72,7 @@ def combine_moments(
 
 def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
 
-# %% ../nbs/15_batchnorm.ipynb #6a49d498
+# %% ../nbs/15_batchnorm.ipynb #2841bc4b
 @torch.no_grad()
 def update_running_stats(
     layer:_BatchNorm, # A BatchNorm layer that tracks running statistics
@@ -79,6 +81,14 @@ def update_running_stats(
     m2:torch.Tensor, # Their per-channel sum of squared deviations from the mean
 ):
     "Update `layer`'s running statistics as one training-mode forward of those values does"
+    if not (isinstance(layer, _BatchNorm) and layer.track_running_stats):
+        raise ValueError(f'`layer` must be a BatchNorm layer that tracks running statistics, got {type(layer).__name__}.')
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f'`n` must be an int > 1 (values per channel; a training forward of one value raises), got {n!r}.')
+    for name,t in (('mean', mean), ('m2', m2)):
+        if not isinstance(t, torch.Tensor) or t.shape != (layer.num_features,):
+            raise ValueError(f'`{name}` must be a tensor of shape ({layer.num_features},), one value per channel of the layer, '
+                             f'got {getattr(t, "shape", t)!r}.')
     nbt = layer.num_batches_tracked
     if nbt is not None: nbt.add_(1)
     if layer.momentum is not None: factor = layer.momentum
@@ -258,7 +268,7 @@ def _all_reduce_group(self:WindowBatchNorm,
         mean = flat[at+1:at+1+c]/n if n else None
         window[i].append((round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0)) if n else None)
 
-# %% ../nbs/15_batchnorm.ipynb #b3a8f69d
+# %% ../nbs/15_batchnorm.ipynb #b0fcad8e
 @patch
 def state_dict(self:WindowBatchNorm)->dict:
     "The window's statistics, by layer name and call in a forward: {name: [{'count', 'mean', 'm2'} or None, ...]}, tensors on the CPU"
@@ -279,11 +289,29 @@ def load_state_dict(self:WindowBatchNorm,
     self.window_dropped()
     for i,name in enumerate(self.names):
         if name not in state: continue
-        device = self.layers[i].running_mean.device
+        layer = self.layers[i]
+        device = layer.running_mean.device
         calls = [state[name]] if isinstance(state[name], dict) else state[name]   # (a dict: one call, the form before calls were told apart)
+        if not isinstance(calls, (list, tuple)): raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` must hold a list of '
+            f"calls (each None or a dict of 'count', 'mean', 'm2'), got {type(calls).__name__}.")
+        for s in calls: _check_moments(name, s, layer.num_features)
         self._window[i] = [[] if s is None else [(s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))] for s in calls]
 
-# %% ../nbs/15_batchnorm.ipynb #7ff84ce0
+def _check_moments(name, s, channels):
+    "One call's saved statistics: None, or a positive count and a mean and M2 with one value per channel"
+    if s is None: return
+    fix = f"(a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({channels},)): load a state made for this model."
+    if not isinstance(s, dict) or set(s) != {'count', 'mean', 'm2'}:
+        raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` holds {s!r}, not the statistics of a call {fix}')
+    count = s['count']
+    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+        raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` has count={count!r} {fix}')
+    for key in ('mean', 'm2'):
+        if not isinstance(s[key], torch.Tensor) or s[key].shape != (channels,):
+            raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` has {key} of shape {tuple(getattr(s[key], "shape", ()))}, '
+                             f'the layer has {channels} channels {fix}')
+
+# %% ../nbs/15_batchnorm.ipynb #9ffad46a
 def batchnorm_warning(
     batchnorm:str='window', # How the running statistics are updated: 'window' (once per window) or 'micro' (PyTorch's, per micro-batch)
     samples:int|None=None, # Samples in the window, for the message
@@ -299,7 +327,7 @@ def batchnorm_warning(
     return (f"BatchNorm layers see {seen}: training normalizes each micro-batch with its own statistics, and batchnorm='micro' updates "
             "the running statistics at every micro-batch. Pass batchnorm='window' for the window's running statistics.")
 
-# %% ../nbs/15_batchnorm.ipynb #14fa064a
+# %% ../nbs/15_batchnorm.ipynb #7a18fd22
 def fit_batchnorm(model:nn.Module, # The Learner's model
                   mode:str='window', # `GradientAccumulation`'s `batchnorm`: 'window' or 'micro'
                   warn:bool=True, # `warn_batchnorm`: say once what BatchNorm layers see of a window

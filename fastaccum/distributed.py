@@ -10,18 +10,26 @@ import fastai, torch
 from packaging.version import Version
 
 # %% auto #0
-__all__ = ['ddp_world_size', 'all_reduce_sums', 'is_fsdp', 'no_sync_model', 'all_reduce_gradients',
-           'fix_distributed_dl_broadcast', 'OutOfMemoryElsewhere', 'WindowSync']
+__all__ = ['is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'no_sync_model', 'OutOfMemoryElsewhere',
+           'WindowSync', 'fix_distributed_dl_broadcast']
 
-# %% ../nbs/21_distributed.ipynb #f855d2db
+# %% ../nbs/21_distributed.ipynb #af833a89
+def is_fsdp(model, # A model, wrapped or not
+           )->bool:
+    "Whether `model` is sharded by PyTorch's FSDP (version 1's `FullyShardedDataParallel`, or 2's `fully_shard`)"
+    from torch.distributed import fsdp
+    kinds = tuple(getattr(fsdp, n) for n in ('FullyShardedDataParallel', 'FSDPModule') if hasattr(fsdp, n))
+    return any(isinstance(m, kinds) for m in model.modules())
+
 def ddp_world_size(learn, # A `Learner`
                   )->int:
-    "Processes averaging gradients with `learn`: the process group's size when its model is wrapped in DDP (as fastai's `DistributedTrainer` does) or FSDP, else 1"
+    "Processes averaging gradients with `learn`: the process group's size when its model is under DDP or FSDP, else 1"
     from torch.nn.parallel import DistributedDataParallel
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()): return 1
     return dist.get_world_size() if isinstance(learn.model, DistributedDataParallel) or is_fsdp(learn.model) else 1
 
+# %% ../nbs/21_distributed.ipynb #c9a2eac1
 def all_reduce_sums(values:list, # Numbers this process holds
                     device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
                    )->list:
@@ -31,21 +39,7 @@ def all_reduce_sums(values:list, # Numbers this process holds
     torch.distributed.all_reduce(totals)
     return totals.tolist()
 
-def is_fsdp(model, # A model, wrapped or not
-           )->bool:
-    "Whether `model` is sharded by PyTorch's FSDP (version 1's `FullyShardedDataParallel`, or version 2's `fully_shard`)"
-    from torch.distributed import fsdp
-    kinds = tuple(getattr(fsdp, n) for n in ('FullyShardedDataParallel', 'FSDPModule') if hasattr(fsdp, n))
-    return any(isinstance(m, kinds) for m in model.modules())
-
-def no_sync_model(model, # The Learner's model
-                 ):
-    "The model whose `no_sync()` lets a window's backward passes skip the all-reduce: a DDP model; `None` for FSDP and single processes"
-    from torch.nn.parallel import DistributedDataParallel
-    if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module): return model
-    return None
-
-def all_reduce_gradients(params:list, # Parameters whose gradients to average (the same ones, in the same order, in every process)
+def all_reduce_gradients(params:list, # Parameters whose gradients to average (the same, in the same order, everywhere)
                          world_size:int, # Processes
                          bucket_size:int=2**24, # Elements in each all-reduce, at most (but one tensor at least)
                         ):
@@ -60,33 +54,27 @@ def all_reduce_gradients(params:list, # Parameters whose gradients to average (t
             bucket,size = [],0
         if g is not None: bucket.append(g); size += g.numel()
 
-# %% ../nbs/21_distributed.ipynb #052aa32b
+# %% ../nbs/21_distributed.ipynb #e0424b8d
 def all_reduce_sum(value, # A number this process holds
                    device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
                   )->float:
     "The sum of `value` over all processes"
     return all_reduce_sums([value], device)[0]
 
-# %% ../nbs/21_distributed.ipynb #176c76b5
-def _cpu_broadcast(t, rank):
-    "Broadcast the list `t` from process `rank` in a CPU tensor (gloo)"
-    t = torch.tensor(t, dtype=torch.long)
-    torch.distributed.broadcast(t, rank)
-    return t.tolist()
+# %% ../nbs/21_distributed.ipynb #e4b6d83b
+def no_sync_model(model, # The Learner's model
+                 ):
+    "The model whose `no_sync()` lets a window's backwards skip the all-reduce: a DDP model (not FSDP), else `None`"
+    from torch.nn.parallel import DistributedDataParallel
+    if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module): return model
+    return None
 
-def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai's `DistributedTrainer` has wrapped them
-                                ):
-    "Work around fastai <= 2.8.12's `DistributedDL` moving its broadcast to CUDA, for these loaders, so DDP on the CPU (gloo) works"
-    if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
-    for dl in dls.loaders:
-        if type(dl).__name__ == 'DistributedDL': dl._broadcast = _cpu_broadcast
-
-# %% ../nbs/21_distributed.ipynb #6bebdc22
+# %% ../nbs/21_distributed.ipynb #404529e3
 class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
 
 class WindowSync:
-    "How a window's gradients and counts meet across processes: DDP's all-reduce held until the window's last micro-batch"
+    "How a window's gradients and counts meet across processes: DDP's all-reduce held until its last micro-batch"
     def __init__(self,
         model, # The Learner's model (a DDP model, or anything else: then there is nothing to hold)
         world_size:int=1, # Processes averaging gradients
@@ -94,15 +82,16 @@ class WindowSync:
     ):
         self.model,self.world_size,self.manual,self.context = no_sync_model(model),world_size,manual,None
         if manual and world_size > 1 and self.model is None:
-            raise ValueError("micro_batch_size='auto' under FSDP is not supported: FSDP reduces gradients inside every "
-                             'backward, where running out of memory cannot be recovered. Pass a fixed micro_batch_size.')
+            raise ValueError("micro_batch_size='auto' under FSDP is not supported: FSDP reduces gradients inside "
+                             'every backward, where running out of memory cannot be recovered. Pass a fixed '
+                             'micro_batch_size.')
 
     @property
     def active(self)->bool:
         "Whether there is a DDP model to hold"
         return self.model is not None
 
-    def hold(self, accumulating:bool, # Whether the micro-batch about to run accumulates (its window does not step after it)
+    def hold(self, accumulating:bool, # Whether the micro-batch about to run accumulates (no step after it)
             ):
         "Enter `no_sync` for an accumulating micro-batch (every one, with `manual`); leave it for a window's last one"
         if not (accumulating or self.manual): self.release()
@@ -120,7 +109,7 @@ class WindowSync:
             device, # Where the process's tensors live
             out_of_memory:bool=False, # With `manual`: this process ran out of memory in the window
            ):
-        "The sum of `value` over the processes; with `manual`, each also says whether it ran out of memory (one all-reduce)"
+        "The sum of `value` over the processes; with `manual`, each also says if it ran out of memory (one all-reduce)"
         if not self.manual: return all_reduce_sum(value, device)
         total,failed = all_reduce_sums([value, float(out_of_memory)], device)
         if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
@@ -137,3 +126,17 @@ class WindowSync:
         if not (self.manual and self.world_size > 1): return
         self.sum(0., device)   # raises `OutOfMemoryElsewhere` if another process ran out
         all_reduce_gradients([p for p,*_ in opt.all_params(with_grad=True)], self.world_size)
+
+# %% ../nbs/21_distributed.ipynb #cb7b2621
+def _cpu_broadcast(t, rank):
+    "Broadcast the list `t` from process `rank` in a CPU tensor (gloo)"
+    t = torch.tensor(t, dtype=torch.long)
+    torch.distributed.broadcast(t, rank)
+    return t.tolist()
+
+def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai's `DistributedTrainer` has wrapped them
+                                ):
+    "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for these loaders, so that gloo works"
+    if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
+    for dl in dls.loaders:
+        if type(dl).__name__ == 'DistributedDL': dl._broadcast = _cpu_broadcast

@@ -18,14 +18,15 @@ from .parts import WindowListener
 # %% auto #0
 __all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
 
-# %% ../nbs/20_integrations.ipynb #9c077e34
-PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback', 'AzureMLCallback')
+# %% ../nbs/20_integrations.ipynb #11e97b38
+PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback',
+                    'AzureMLCallback')
 STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
 
 def _is_a(cb, names): return any(c.__name__ in names for c in type(cb).__mro__)
 
 class StepLoggers(WindowListener):
-    "The callbacks of a `Learner` that should see one training batch per optimizer step, and W&B's counters (its adapter)"
+    "The callbacks of a `Learner` that should see one training batch per optimizer step, and W&B's counters"
     def __init__(self,
         learn, # The `Learner`
         per_step:bool=True, # Log per step (silence the loggers on the other micro-batches); `False` leaves them be
@@ -74,24 +75,25 @@ class StepLoggers(WindowListener):
         share:float=1., # The micro-batch's share of its loader batch
         steps:bool=False, # Whether its window stepped after it (the loggers log it)
     ):
-        "After a micro-batch: silence the loggers if it did not step (with one point per step); W&B's epoch advances by its share"
+        "After a micro-batch: silence the loggers unless it stepped (one point a step); W&B's epoch advances its share"
         logged = steps or not self.per_step
         if not logged: self.silence()
         # W&B adds a whole batch to its epoch at each row it logs: a micro-batch is a share of one
-        if self.wandb is not None and (share != 1 or not logged): wandb_count_batch(self.wandb, self.learn.n_iter, share, logged)
+        if self.wandb is not None and (share != 1 or not logged):
+            wandb_count_batch(self.wandb, self.learn.n_iter, share, logged)
 
-# %% ../nbs/20_integrations.ipynb #05597f01
+# %% ../nbs/20_integrations.ipynb #8507a960
 def _nothing(self): "A batch event this callback does not use"
 
 class BatchCallback(Callback):
-    "A fastai `Callback` for training micro-batches, dispatched by fastai itself and cheap there: every batch event defined, `training` read from the Learner"
+    "A fastai `Callback` for training micro-batches, cheap in fastai's dispatch: every batch event, `training` direct"
     run_valid = False
     @property
-    def training(self)->bool: return self.learn.training   # (fastai's dispatch reads it at every event: not through `GetAttr`)
+    def training(self)->bool: return self.learn.training   # (fastai's dispatch reads it at every event: no `GetAttr`)
 
 for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
 
-# %% ../nbs/20_integrations.ipynb #edbb553a
+# %% ../nbs/20_integrations.ipynb #ea5d9317
 def wandb_count_batch(wandb_cb, # fastai's `WandbCallback`
                       n_iter:int, # Training batches (loader batches) per epoch
                       share:float=1., # The micro-batch's share of its loader batch
@@ -119,11 +121,12 @@ def wandb_log_with_next_step(wandb_cb, # fastai's `WandbCallback`
 def log_beside_step(learn, # The `Learner`
                     **values, # Names and values to log (e.g. `accum_bs=64`)
                    ):
-    "Log `values` into the W&B row of the step being logged, when a W&B run logs this fit (the one way fastaccum's parts write to W&B)"
+    "Log `values` into the W&B row of the step being logged, when a W&B run logs this fit (how fastaccum writes to W&B)"
     wandb_cb = getattr(learn, 'wandb', None)
-    if wandb_cb is not None and getattr(wandb_cb, 'run', None) is not None and wandb_cb.run_train: wandb_log_with_next_step(wandb_cb, **values)
+    if wandb_cb is not None and getattr(wandb_cb, 'run', None) is not None and wandb_cb.run_train:
+        wandb_log_with_next_step(wandb_cb, **values)
 
-# %% ../nbs/20_integrations.ipynb #50c35c74
+# %% ../nbs/20_integrations.ipynb #d903f3ad
 def _wandb_config_crashes()->bool:
     from fastai.callback import wandb as fastai_wandb
     try: fastai_wandb._format_config_value(1)
@@ -145,14 +148,14 @@ def _plain_config_values():
 
 def fix_wandb_config(wandb_cb, # fastai's `WandbCallback`
                     ):
-    "Work around fastai#4173 (`WandbCallback.before_fit` crashing on plain config values, fastai <= 2.8.12) for `wandb_cb`'s next `before_fit`"
+    "Work around fastai#4173 (fastai <= 2.8.12's `WandbCallback.before_fit` crashing on plain config values), once"
     if Version(fastai.__version__) > Version('2.8.12') or not _wandb_config_crashes(): return
     def before_fit():
         del wandb_cb.__dict__['before_fit']   # one fit: the next one is checked again
         with _plain_config_values(): type(wandb_cb).before_fit(wandb_cb)
     wandb_cb.__dict__['before_fit'] = before_fit
 
-# %% ../nbs/20_integrations.ipynb #18fd85b8
+# %% ../nbs/20_integrations.ipynb #07032b19
 def prepare_lr_finder(learn, # The `Learner` running `lr_find`
                       lr_finder, # Its `LRFinder` callback
                       steps_per_epoch:int|None, # Optimizer steps in an epoch, if known

@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 # %% auto #0
-__all__ = ['Releases', 'WindowListener', 'find_cb']
+__all__ = ['Releases', 'Attached', 'WindowListener', 'find_cb']
 
 # %% ../nbs/42_parts.ipynb #4147c63a
 def _put_back(obj, name, had, old):
@@ -36,7 +36,16 @@ class Releases(ExitStack):
         self.callback(handle.remove)
         return handle
 
-# %% ../nbs/42_parts.ipynb #04d337d5
+# %% ../nbs/42_parts.ipynb #3c04f286
+class Attached:
+    "A callback's `learn`: setting another Learner (or `None`, on `remove_cb`) calls the callback's `_release()` first"
+    def __set_name__(self, owner, name): self.name = name
+    def __set__(self, cb, learn):
+        old = cb.__dict__.get(self.name)
+        if old is not None and learn is not old: cb._release()
+        cb.__dict__[self.name] = learn
+
+# %% ../nbs/42_parts.ipynb #f9125026
 class WindowListener:
     "A part told of the accumulation window's events (each a no-op here: define those you need)"
     def window_started(self, size:int): "A window of `size` samples (or items) over all processes starts"
@@ -44,7 +53,7 @@ class WindowListener:
     def window_closed(self, window): "The optimizer stepped on `window` (an `AccumWindow`)"
     def window_dropped(self): "The window ends without a step"
 
-# %% ../nbs/42_parts.ipynb #b39c6bf9
+# %% ../nbs/42_parts.ipynb #db040dd2
 def find_cb(learn, # A `Learner`
             cls:type, # The callback class (or a tuple of classes) to find
            ):

@@ -21,31 +21,36 @@ from .integrations import log_beside_step
 # %% auto #0
 __all__ = ['ScheduledBatchSize', 'GradientAccumulationSchedule']
 
-# %% ../nbs/12_schedule.ipynb #d2270802
-def _check_milestones(milestones, final_accum_bs):
-    "`{position: accum_bs}`: positions as `start`/`finish` take them, values positive ints, the last one `final_accum_bs`"
-    if not milestones: raise ValueError('`schedule` is an empty dict of milestones. Pass e.g. schedule={0.25: 64, 0.5: 128}.')
-    for position,value in milestones.items():
-        _check_end(f'schedule key {position!r}', position)
-        check_positive_int(f'schedule[{position!r}]', value, 'Each milestone gives the batch size from its position on.')
-    kinds = {isinstance(p, numbers.Integral) for p in milestones}
-    if len(kinds) == 1:   # all of one kind: the last in order must be the final value
-        last = milestones[max(milestones)]
-        if last != final_accum_bs:
-            raise ValueError(f'The last milestone gives {last}, but `final_accum_bs={final_accum_bs}`. Make them agree, e.g. final_accum_bs={last}.')
-
+# %% ../nbs/12_schedule.ipynb #d3ede8a9
 def _check_end(name, value):
     "`start`/`finish`: a fraction in [0, 1] (float) or an epoch index (int)"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got {value!r}. Pass e.g. {name}=0.3 or {name}=2.')
+        raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got '
+                         f'{value!r}. Pass e.g. {name}=0.3 or {name}=2.')
     if not isinstance(value, numbers.Integral) and math.isnan(value):
-        raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. {name}=0.3, or an int epoch index.')
+        raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. {name}=0.3, '
+                         'or an int epoch index.')
     if isinstance(value, numbers.Integral):
-        if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, or a fraction in [0, 1].')
+        if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, '
+                                       'or a fraction in [0, 1].')
     elif not 0 <= value <= 1:
-        raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction of training; for an epoch index pass an int, e.g. {name}={int(value)}.')
+        raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction of training; for an '
+                         f'epoch index pass an int, e.g. {name}={int(value)}.')
 
-# %% ../nbs/12_schedule.ipynb #a94e0dc8
+def _check_milestones(milestones, final_accum_bs):
+    "`{position: accum_bs}`: positions as `start`/`finish` take them, positive ints, the last `final_accum_bs`"
+    if not milestones:
+        raise ValueError('`schedule` is an empty dict of milestones. Pass e.g. schedule={0.25: 64, 0.5: 128}.')
+    for position,value in milestones.items():
+        _check_end(f'schedule key {position!r}', position)
+        check_positive_int(f'schedule[{position!r}]', value, 'A milestone gives the batch size from its position on.')
+    kinds = {isinstance(p, numbers.Integral) for p in milestones}
+    if len(kinds) == 1:   # all of one kind: the last in order must be the final value
+        last = milestones[max(milestones)]
+        if last != final_accum_bs: raise ValueError(f'The last milestone gives {last}, but `final_accum_bs='
+            f'{final_accum_bs}`. Make them agree, e.g. final_accum_bs={last}.')
+
+# %% ../nbs/12_schedule.ipynb #0766c195
 class ScheduledBatchSize:
     "A batch-size policy: the schedule's value at the window's start, by the plan's rounding rule"
     def __init__(self,
@@ -53,29 +58,33 @@ class ScheduledBatchSize:
         final_bs:int, # The batch size from `finish` on
         start:int|float, # Where the schedule starts: a fraction of training (float) or an epoch index (int)
         finish:int|float, # Where it reaches `final_bs`, likewise
-        schedule:Callable|dict, # `schedule(start_bs, final_bs)(pos)` (a fastai annealer), or milestones `{position: batch size}`
+        schedule:Callable|dict, # `schedule(start_bs, final_bs)(pos)` (a fastai annealer), or `{position: batch size}`
         n_epoch:int, # Epochs of the fit (what an epoch index is a fraction of)
     ):
         store_attr('start_bs,final_bs,schedule')
         self.start_pct,self.finish_pct = (_fraction(n, v, n_epoch) for n,v in (('start', start), ('finish', finish)))
-        if self.start_pct > self.finish_pct:
-            raise ValueError(f'`start={start}` is after `finish={finish}` in a fit of {n_epoch} epochs. Pass start <= finish.')
+        if self.start_pct > self.finish_pct: raise ValueError(f'`start={start}` is after `finish={finish}` in a fit '
+                                                              f'of {n_epoch} epochs. Pass start <= finish.')
         self.milestones = None
-        if isinstance(schedule, dict): self.milestones = sorted((_fraction(f'schedule key {k!r}', k, n_epoch), v) for k,v in schedule.items())
+        if isinstance(schedule, dict):
+            self.milestones = sorted((_fraction(f'schedule key {k!r}', k, n_epoch), v) for k,v in schedule.items())
         else: self.annealer = schedule(start_bs, final_bs)
 
-    def scheduled(self, position:float, # The fraction of training samples done
-                 )->float:
+    def scheduled(self,
+        position:float, # The fraction of training samples done
+    )->float:
         "The schedule's (unrounded) batch size at `position`"
-        if self.milestones is not None: return next((v for p,v in reversed(self.milestones) if position >= p), self.start_bs)
+        if self.milestones is not None:
+            return next((v for p,v in reversed(self.milestones) if position >= p), self.start_bs)
         if position < self.start_pct: return self.start_bs
         if position >= self.finish_pct: return self.final_bs
         return float(self.annealer((position-self.start_pct)/(self.finish_pct-self.start_pct)))
 
-    def size(self, position:float, # The fraction of training samples done at the window's start
-             plan:FitPlan, # The fit's plan
-            )->int:
-        "The batch size of the window that starts at `position`: the schedule's value, rounded down to whole micro-batches"
+    def size(self,
+        position:float, # The fraction of training samples done at the window's start
+        plan:FitPlan, # The fit's plan
+    )->int:
+        "The batch size of the window that starts at `position`: the schedule's value, down to whole micro-batches"
         return plan.round(self.scheduled(position))
 
 def _fraction(name, value, n_epoch):
@@ -84,42 +93,53 @@ def _fraction(name, value, n_epoch):
     if value > n_epoch: raise ValueError(f'`{name}={value}` is an epoch index beyond the fit of {n_epoch} epochs. '
                                          f'Pass an index <= {n_epoch}, or a fraction in [0, 1].')
     if value == 1 and name in ('start', 'finish'):
-        warnings.warn(f'`{name}=1` is an epoch index, the start of epoch 1: {1/n_epoch:.0%} of this {n_epoch}-epoch fit. For a '
-                      f'fraction of training pass a float ({name}=1.0 is the end of training); pass {name}=1 with this warning filtered to keep it.')
+        warnings.warn(f'`{name}=1` is an epoch index, the start of epoch 1: {1/n_epoch:.0%} of this {n_epoch}-epoch '
+                      f'fit. For a fraction of training pass a float ({name}=1.0 is the end of training); pass '
+                      f'{name}=1 with this warning filtered to keep it.')
     return value/n_epoch
 
-# %% ../nbs/12_schedule.ipynb #96bec878
+def _warn_rounded(sched, plan:FitPlan):
+    "Say when an end is not a whole number of micro-batches (of every process), and what it is rounded to"
+    for name in ('start_accum_bs', 'final_accum_bs'):
+        value = getattr(sched, name)
+        if plan.round(value) == value: continue
+        per = f' times {plan.world_size} processes' if plan.world_size > 1 else ''
+        warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
+                      f'it is rounded down to {plan.round(value)}.')
+
+# %% ../nbs/12_schedule.ipynb #7d6e0727
 class GradientAccumulationSchedule(GradientAccumulation):
-    "`GradientAccumulation` whose `accum_bs` follows `schedule` from `start_accum_bs` to `final_accum_bs`"
+    "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
         start_accum_bs:int, # Samples per optimizer step before `start` (items, with `items=True`)
         final_accum_bs:int, # Samples per optimizer step from `finish` on (items, with `items=True`)
-        start:int|float=0, # Where the schedule starts: a fraction of training (float: 0.5 is halfway) or an epoch index (int)
-        finish:int|float=0.3, # Where it reaches `final_accum_bs`, likewise: `finish=1.0` is the end of training, `finish=1` epoch 1
-        schedule:Callable|dict=SchedCos, # `schedule(start_accum_bs, final_accum_bs)(pos)` (a fastai annealer), or `{position: accum_bs}`
-        log_accum_batch:bool=True, # Record one loss and lr per optimizer step (True), or per micro-batch as fastai does (False)
-        micro_batch_size:int|str|None=None, # Split each loader batch into micro-batches of at most this many samples, as `GradientAccumulation`
+        start:int|float=0, # Where the schedule starts: a fraction of training (float) or an epoch index (int)
+        finish:int|float=0.3, # Where it reaches `final_accum_bs`, likewise (`1.0`: the end of training; `1`: epoch 1)
+        schedule:Callable|dict=SchedCos, # `schedule(start_accum_bs, final_accum_bs)(pos)`, or `{position: accum_bs}`
+        log_accum_batch:bool=True, # Record one loss and lr per optimizer step (True), or per micro-batch (False)
+        micro_batch_size:int|str|None=None, # Split loader batches into micro-batches of at most this many samples
         drop_last:bool=False, # Drop each epoch's last, partial window instead of stepping it
-        warn_batchnorm:bool=True, # Say (once per fit) what BatchNorm layers can and cannot see of a window of micro-batches
-        count_items:Callable|None=None, # `count_items(learn)`: items the micro-batch's mean loss averages over (e.g. tokens)
-        lr_scale:str|None=None, # Multiply each step's lr by (batch in use / batch at the start): 'linear', 'sqrt', or None
-        items:bool=False, # Count `start_accum_bs`, `final_accum_bs` and the milestones in items (with `count_items`), not samples
-        whole_batch_loss:bool=False, # The loss sees the loader's whole batch, the model runs in micro-batches (see `WholeBatchLoss`)
+        warn_batchnorm:bool=True, # Say (once per fit) what BatchNorm layers can and cannot see of a window
+        count_items:Callable|None=None, # `count_items(learn)`: items the micro-batch's mean loss averages over
+        lr_scale:str|None=None, # Each step's lr times (batch in use / batch at the start): 'linear', 'sqrt', or None
+        items:bool=False, # Count `start_accum_bs`, `final_accum_bs` and the milestones in items (with `count_items`)
+        whole_batch_loss:bool=False, # The loss sees the loader's whole batch, the model runs in micro-batches
     ):
-        check_positive_int('start_accum_bs', start_accum_bs, 'Pass the samples per step at the start, e.g. start_accum_bs=32.')
-        check_positive_int('final_accum_bs', final_accum_bs, 'Pass the samples per step at the end, e.g. final_accum_bs=256.')
+        check_positive_int('start_accum_bs', start_accum_bs, 'Pass the samples per step at the start, e.g. 32.')
+        check_positive_int('final_accum_bs', final_accum_bs, 'Pass the samples per step at the end, e.g. 256.')
         _check_end('start', start); _check_end('finish', finish)
         if isinstance(start, numbers.Integral) == isinstance(finish, numbers.Integral) and start > finish:
             raise ValueError(f'`start={start}` is after `finish={finish}`. Pass start <= finish.')
         if isinstance(schedule, dict): _check_milestones(schedule, final_accum_bs)
-        elif not callable(schedule):
-            raise ValueError('`schedule` must be callable as schedule(start_accum_bs, final_accum_bs)(pos), or a dict of milestones '
-                             f'{{position: accum_bs}}, got {schedule!r}. Pass e.g. SchedCos, or {{0.25: 64, 0.5: 128}}.')
-        if check_bool('items', items) and count_items is None: raise ValueError('`items=True` counts items per step, so it needs '
-            '`count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
-        super().__init__(None if items else start_accum_bs, micro_batch_size=micro_batch_size, log_accum_batch=log_accum_batch,
-                         drop_last=drop_last, warn_batchnorm=warn_batchnorm, count_items=count_items,
-                         accum_items=start_accum_bs if items else None, lr_scale=lr_scale, whole_batch_loss=whole_batch_loss)
+        elif not callable(schedule): raise ValueError('`schedule` must be callable as schedule(start_accum_bs, '
+            f'final_accum_bs)(pos), or a dict of milestones {{position: accum_bs}}, got {schedule!r}. Pass e.g. '
+            'SchedCos, or {0.25: 64, 0.5: 128}.')
+        if check_bool('items', items) and count_items is None: raise ValueError('`items=True` counts items per step, '
+            'so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
+        super().__init__(None if items else start_accum_bs, micro_batch_size=micro_batch_size,
+                         log_accum_batch=log_accum_batch, drop_last=drop_last, warn_batchnorm=warn_batchnorm,
+                         count_items=count_items, accum_items=start_accum_bs if items else None, lr_scale=lr_scale,
+                         whole_batch_loss=whole_batch_loss)
         store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,items')
         self.history,self.history_epochs = [],None
 
@@ -127,49 +147,57 @@ class GradientAccumulationSchedule(GradientAccumulation):
     def name(self): return 'gradient_accumulation'   # `learn.gradient_accumulation`, as for `GradientAccumulation`
 
     def _set_size(self, name, value):
-        raise ValueError('GradientAccumulationSchedule decides `accum_bs` itself at every window. Change start_accum_bs, '
+        raise ValueError(f'GradientAccumulationSchedule sets `{name}` itself at every window. Change start_accum_bs, '
                          'final_accum_bs or schedule, or use GradientAccumulation for a batch size you set.')
 
     def _policy(self, plan:FitPlan):
         "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
         if hasattr(self.learn, 'lr_finder'): return FixedBatchSize(plan.round(self.start_accum_bs))
         noise = find_cb(self.learn, _noise_scale_class())
-        if noise is not None and noise.adapt: raise ValueError('GradientNoiseScale(adapt=True) sets the batch size, and '
-            'GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with GradientNoiseScale(adapt=True), '
-            'or the schedule with GradientNoiseScale(adapt=False).')
-        if plan.step_unit is None: raise ValueError('GradientAccumulationSchedule rounds `accum_bs` to whole micro-batches, and '
-            'neither the training loader nor `micro_batch_size` gives their size. Pass micro_batch_size=...')
-        policy = ScheduledBatchSize(self.start_accum_bs, self.final_accum_bs, self.start, self.finish, self.schedule, plan.n_epoch)
-        for name in ('start_accum_bs', 'final_accum_bs'):
-            value = getattr(self, name)
-            if plan.round(value) != value: warnings.warn(f'`{name}={value}` is not a whole number of micro-batches '
-                f'({plan.unit} samples{f" times {plan.world_size} processes" if plan.world_size > 1 else ""}): it is rounded to {plan.round(value)}.')
+        if noise is not None and noise.adapt: raise ValueError('GradientNoiseScale(adapt=True) sets the batch size, '
+            'and GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with '
+            'GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
+        if plan.step_unit is None: raise ValueError('GradientAccumulationSchedule rounds `accum_bs` to whole '
+            'micro-batches, and neither the training loader nor `micro_batch_size` gives their size. '
+            'Pass micro_batch_size=...')
+        policy = ScheduledBatchSize(self.start_accum_bs, self.final_accum_bs, self.start, self.finish, self.schedule,
+                                    plan.n_epoch)
+        _warn_rounded(self, plan)
         return policy
 
-    def _lr_find_size(self)->int: return self.start_accum_bs
+    def _lr_find_size(self)->int:
+        "`lr_find` holds the batch at `start_accum_bs`, in whole micro-batches, for all its steps"
+        return self._read_plan().round(self.start_accum_bs)
 
     def _current(self): return self.in_use if self.in_use is not None else self.start_accum_bs   # (the value in use)
 
     def _start_fit(self):
-        "The schedule's records start with the fit's training (`lr_find` leaves those of the last fit)"
+        "The schedule's records start with the fit's training (`lr_find` leaves those of the last fit, and its batch)"
         finding = hasattr(self.learn, 'lr_finder')
         recorder = getattr(self.learn, 'recorder', None)
         if recorder is not None: recorder.accum_bs = []
         if not finding: self.history,self.history_epochs = [],self.n_epoch
+        self._kept = self.in_use if finding else None
         super()._start_fit()
         if not finding: self.listeners.append(_ScheduleHistory(self))
 
-    def lr_factor(self, in_use:int, # The batch in use (samples, or items)
-                 )->float:
-        "What `lr_scale` multiplies a step's learning rate by: `(in_use / start_accum_bs in use)`, or its square root"
+    def after_fit(self):
+        super().after_fit()
+        if getattr(self, '_kept', None) is not None and self.plan is None: self.in_use,self._kept = self._kept,None
+
+    def lr_factor(self,
+        in_use:int, # The batch in use (samples, or items)
+    )->float:
+        "What `lr_scale` multiplies a step's lr by: `in_use / start_accum_bs` (in use), or its square root"
         start = self.start_accum_bs if self.plan is None else self.plan.round(self.start_accum_bs)
         return (in_use/start)**LR_SCALES[self.lr_scale]
 
     def state_dict(self)->dict:
         "`GradientAccumulation`'s, with the schedule's records (its `history`, and the Recorder's `accum_bs`)"
         if self.plan is None and self._pending is not None: return dict(self._pending)
-        recorder = getattr(getattr(self, 'learn', None), 'recorder', None)
-        return dict(super().state_dict(), history=list(self.history), recorder_accum_bs=list(getattr(recorder, 'accum_bs', [])))
+        recorder = getattr(self.__dict__.get('learn'), 'recorder', None)
+        return dict(super().state_dict(), history=list(self.history),
+                    recorder_accum_bs=list(getattr(recorder, 'accum_bs', [])))
 
     def _take_up(self, state):
         super()._take_up(state)
@@ -181,7 +209,8 @@ class GradientAccumulationSchedule(GradientAccumulation):
         "Log the value in use beside each point the Recorder (and W&B) records"
         super().after_batch()
         recorder = getattr(self.learn, 'recorder', None)
-        if recorder is not None and recorder.run_train and hasattr(recorder, 'accum_bs'): recorder.accum_bs.append(self.in_use)
+        if recorder is not None and recorder.run_train and hasattr(recorder, 'accum_bs'):
+            recorder.accum_bs.append(self.in_use)
         log_beside_step(self.learn, accum_bs=self.in_use)
 
 class _ScheduleHistory(WindowListener):
@@ -189,10 +218,10 @@ class _ScheduleHistory(WindowListener):
     def __init__(self, sched): self.sched = sched
     def window_closed(self, window):
         sched = self.sched
-        position = window.start[2]
+        position = sched.window_position()   # (the fraction of training samples done when the window started)
         sched.history.append((position, sched.policy.scheduled(position), sched.in_use))
 
-# %% ../nbs/12_schedule.ipynb #913995a2
+# %% ../nbs/12_schedule.ipynb #019bedda
 def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples', stairs=False):
     import matplotlib.pyplot as plt
     if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
@@ -212,36 +241,41 @@ def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples', sta
     ax.legend(handles, labels, loc='lower right')
     return ax
 
-# %% ../nbs/12_schedule.ipynb #c11f094d
-# nbdev's docs add the `show_doc` of patched methods by themselves
+# %% ../nbs/12_schedule.ipynb #36e6263b
 @patch
 def preview(self:GradientAccumulationSchedule,
     n_epoch:int, # Epochs of the fit
     n_batches:int, # Micro-batches per epoch
-    micro_batch_size:int|None=None, # Micro-batch size; by default `micro_batch_size` (if a number), or the attached learner's loader's
+    micro_batch_size:int|None=None, # Its size; default `micro_batch_size` (a number), or the learner's loader's
     items_per_batch:float|None=None, # With `items=True`: the items a micro-batch holds, on average
 )->list:
     "`history` as a fit of `n_epoch` epochs of `n_batches` full micro-batches would record it"
-    learn = getattr(self, 'learn', None)
+    learn = self.__dict__.get('learn')   # (None until the callback joins a Learner)
     own = self.micro_batch_size if isinstance(self.micro_batch_size, int) else None   # 'auto' is found in training
     micro_bs = micro_batch_size or own or (loader_bs(learn.dls.train) if learn is not None else None)
-    if micro_bs is None and self.micro_batch_size == 'auto':
-        raise ValueError("micro_batch_size='auto' finds the micro-batch size in training: pass micro_batch_size=... to preview the schedule.")
+    if micro_bs is None and self.micro_batch_size == 'auto': raise ValueError("micro_batch_size='auto' finds the "
+        'micro-batch size in training: pass micro_batch_size=... to preview the schedule.')
+    if micro_bs is None and not self.items: raise ValueError('The schedule is previewed in whole micro-batches, and '
+        'no loader or `micro_batch_size` gives their size. Pass micro_batch_size=...')
     if self.items and items_per_batch is None:
         raise ValueError('A schedule in items needs the items of a micro-batch to preview it. Pass items_per_batch=...')
-    plan = FitPlan(n_epoch=n_epoch, loader_bs=micro_bs, by_items=self.items, drop_last=self.drop_last, loader_sizes=(micro_bs,)*n_batches)
-    policy = ScheduledBatchSize(self.start_accum_bs, self.final_accum_bs, self.start, self.finish, self.schedule, n_epoch)
-    amount = items_per_batch if self.items else micro_bs
+    plan = FitPlan(n_epoch=n_epoch, loader_bs=micro_bs, by_items=self.items, drop_last=self.drop_last,
+                   loader_sizes=(micro_bs or 1,)*n_batches)   # (items: the sizes only place the windows)
+    policy = ScheduledBatchSize(self.start_accum_bs, self.final_accum_bs, self.start, self.finish, self.schedule,
+                                n_epoch)
+    if not self.items: _warn_rounded(self, plan)
+    n = micro_bs or 1
+    amount = items_per_batch if self.items else n
     window,history = AccumWindow(1, self.drop_last, self.items),[]
     for epoch in range(n_epoch):
         window.reset()
         for i in range(n_batches):
             if not window.held:
-                position = plan.fraction(epoch, i*micro_bs)
+                position = plan.fraction(epoch, plan.done(i))
                 scheduled,window.size = policy.scheduled(position),policy.size(position, plan)
-            step = window.plan(amount, i == n_batches-1, None if self.items else (n_batches-i)*micro_bs)
+            step = window.plan(amount, i == n_batches-1, None if self.items else (n_batches-i)*n)
             if step == STEP: history.append((position, scheduled, window.size)); window.reset()
-            elif step == ACCUM: window.add(micro_bs, amount)
+            elif step == ACCUM: window.add(n, amount)
     return history
 
 @patch
@@ -254,10 +288,12 @@ def plot_schedule(self:GradientAccumulationSchedule,
 ):
     "Plot scheduled vs in-use samples per step: of the last fit, or a preview before training"
     if n_epoch is None:
-        if not self.history: raise ValueError('No fit recorded yet: pass n_epoch and n_batches to preview the schedule.')
+        if not self.history: raise ValueError('No fit recorded yet: pass n_epoch and n_batches to preview the '
+                                              'schedule.')
         history,n_epoch = self.history,self.history_epochs
     else:
-        if n_batches is None: raise ValueError('`n_batches` (micro-batches per epoch) is needed to preview the schedule.')
+        if n_batches is None: raise ValueError('`n_batches` (micro-batches per epoch) is needed to preview the '
+                                               'schedule.')
         history = self.preview(n_epoch, n_batches, micro_batch_size, items_per_batch)
-    return _plot_history(history, n_epoch, ax, self.lr_factor if self.lr_scale else None, 'items' if self.items else 'samples',
-                         stairs=isinstance(self.schedule, dict))
+    return _plot_history(history, n_epoch, ax, self.lr_factor if self.lr_scale else None,
+                         'items' if self.items else 'samples', stairs=isinstance(self.schedule, dict))
