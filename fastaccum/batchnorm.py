@@ -18,7 +18,7 @@ from .parts import WindowListener
 
 # %% auto #0
 __all__ = ['batch_moments', 'saved_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm',
-           'batchnorm_warning', 'fit_batchnorm']
+           'batchnorm_warning', 'BatchNormWarning', 'fit_batchnorm']
 
 # %% ../nbs/15_batchnorm.ipynb #a57ba37e
 def batch_moments(
@@ -327,24 +327,34 @@ def batchnorm_warning(
     return (f"BatchNorm layers see {seen}: training normalizes each micro-batch with its own statistics, and batchnorm='micro' updates "
             "the running statistics at every micro-batch. Pass batchnorm='window' for the window's running statistics.")
 
-# %% ../nbs/15_batchnorm.ipynb #7a18fd22
+# %% ../nbs/15_batchnorm.ipynb #f2fa9ae1
+class BatchNormWarning(WindowListener):
+    "Say once, at the first window of more than one micro-batch, what BatchNorm layers see of a window"
+    def __init__(self,
+        mode:str='window', # `GradientAccumulation`'s `batchnorm`: 'window' or 'micro'
+        world_size:int=1, # Processes (the window's samples are counted over all of them)
+    ): self.mode,self.world_size,self.told = mode,world_size,False
+
+    def window_closed(self, window):
+        if self.told or window.samples <= window.last: return
+        warnings.warn(batchnorm_warning(self.mode, window.samples*self.world_size) + ' (warn_batchnorm=False silences this.)')
+        self.told = True
+
 def fit_batchnorm(model:nn.Module, # The Learner's model
                   mode:str='window', # `GradientAccumulation`'s `batchnorm`: 'window' or 'micro'
                   warn:bool=True, # `warn_batchnorm`: say once what BatchNorm layers see of a window
-                  plan=None, # The fit's `FitPlan`
-                  size:int|None=None, # The batch size at the start of the fit, over all processes
+                  world_size:int=1, # Processes
                   whole_batch_loss:bool=False, # GradCache's two passes (BatchNorm sees each micro-batch twice)
                   releases=None, # The fit's `Releases` (the hooks' removal goes there)
-                 ):
-    "A fit's `WindowBatchNorm` (with 'window', where the model has such layers), after saying once what BatchNorm sees"
+                 )->list:
+    "A fit's BatchNorm listeners: `WindowBatchNorm` (with 'window', where the model has such layers) and the warning"
     training = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
-    if training and warn and plan is not None and (plan.unit is None or plan.per_process(size) > plan.unit):
-        warnings.warn(batchnorm_warning(mode, size) + ' (warn_batchnorm=False silences this.)')
     if training and warn and whole_batch_loss:
         warnings.warn('whole_batch_loss with BatchNorm layers: they normalise each micro-batch with its own statistics and see it '
                       "twice (two forwards), so the gradient is not the whole batch's. Use LayerNorm or GroupNorm. "
                       '(warn_batchnorm=False silences this.)')
-    if mode != 'window' or not batchnorm_layers(model): return None
+    parts = [BatchNormWarning(mode, world_size)] if training and warn else []
+    if mode != 'window' or not batchnorm_layers(model): return parts
     wbn = WindowBatchNorm(model)
     if releases is not None: releases.callback(wbn.remove)
-    return wbn
+    return [wbn] + parts

@@ -35,16 +35,16 @@ def noise_scale_estimates(
     trace = (small_sqnorm - big_sqnorm)/(1/small_n - 1/big_n)
     return grad_sqnorm,trace
 
-# %% ../nbs/14_noise_scale.ipynb #d1170e9b
-_NO_ACCUMULATION = ("GradientNoiseScale measures while fastaccum's GradientAccumulation (or GradientAccumulationSchedule) "
-                    'accumulates: add one to the Learner.')
-_FASTAI_ACCUMULATION = ("The Learner's `GradientAccumulation` is fastai's, not fastaccum's: a star import of fastai after "
-                        "fastaccum's replaced it. Import fastaccum after fastai, or import the class by name: "
+# %% ../nbs/14_noise_scale.ipynb #3ae43bd2
+_NO_ACCUMULATION = ("GradientNoiseScale measures while fastaccum's GradientAccumulation (or "
+                    'GradientAccumulationSchedule) accumulates: add one to the Learner.')
+_FASTAI_ACCUMULATION = ("The Learner's `GradientAccumulation` is fastai's, not fastaccum's: a star import of fastai "
+                        "after fastaccum's replaced it. Import fastaccum after fastai, or import the class by name: "
                         '`from fastaccum.all import GradientAccumulation`.')
 _STATE_KEYS = ('sqnorm_avg', 'trace_avg', 'history')
 
 class GradientNoiseScale(BatchCallback, WindowListener):
-    "Measure the gradient noise scale B_simple = tr(Σ)/|G|² at each optimizer step, from the micro-batches and the window"
+    "Measure the gradient noise scale B_simple = tr(Σ)/|G|² at each step, from the micro-batches and the window"
     order = MixedPrecision.order+0.5   # after `MixedPrecision` unscales the window's gradient, before `GradientClip`
     def __init__(self,
         beta:float=0.99, # Weight of the past in the moving averages of |G|² and tr(Σ) (each smoothed on its own)
@@ -54,7 +54,8 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         max_bs:int|None=None, # With `adapt`: the largest `accum_bs` (default: no limit)
     ):
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0 <= beta < 1:
-            raise ValueError(f'`beta` must be a number in [0, 1), got {beta!r}. Pass e.g. beta=0.99 (closer to 1 smooths more).')
+            raise ValueError(f'`beta` must be a number in [0, 1), got {beta!r}. '
+                             'Pass e.g. beta=0.99 (closer to 1 smooths more).')
         check_bool('every', every); check_bool('adapt', adapt)
         for name,value in (('min_bs', min_bs), ('max_bs', max_bs)):
             if value is not None: check_positive_int(name, value, 'Pass a number of samples per step, or None.')
@@ -82,7 +83,7 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         learn = self.learn
         if learn.lock.locked(): return
         self.releases.close()
-        self._pairs.clear(); self._grads.clear()
+        self._forget(); self._pairs.clear()
         if hasattr(learn, 'lr_finder'): return   # `lr_find` sweeps the learning rate: it measures and changes nothing
         if not self._loaded: self._sqnorm_avg,self._trace_avg,self.history = 0.,0.,[]
         column = ValueMetric(lambda: self.b_simple, 'b_simple')
@@ -106,9 +107,11 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         ga = find_cb(learn, GradientAccumulation)
         if ga is None:
             from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
-            raise ValueError(_NO_ACCUMULATION if find_cb(learn, FastaiGradientAccumulation) is None else _FASTAI_ACCUMULATION)
+            fastai_ga = find_cb(learn, FastaiGradientAccumulation)
+            raise ValueError(_NO_ACCUMULATION if fastai_ga is None else _FASTAI_ACCUMULATION)
         if is_fsdp(learn.model):
-            raise ValueError('GradientNoiseScale does not support FSDP: its gradients are sharded as each backward makes them.')
+            raise ValueError('GradientNoiseScale does not support FSDP: its gradients are sharded as each backward '
+                             'makes them.')
         self.ga,self._loaded = ga,False   # (a loaded state is this fit's now)
         self.releases.callback(setattr, self, 'ga', None)
         self.params = [p for p in learn.model.parameters() if p.requires_grad]
@@ -120,14 +123,14 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         if self.every:
             # GradCache's second pass backpropagates a loader batch piece by piece: its gradient is the pieces' sum
             self._sums = [None]*len(self.params) if ga.whole_batch_loss else None
+            keep = self._keep_norm if self._hooked_norms else self._keep
             for i,p in enumerate(self.params):
-                keep = partial(self._keep_piece, i) if self._sums is not None else self._keep_norm if self._hooked_norms else self._keep
-                self.releases.hook(p.register_hook(keep))
+                self.releases.hook(p.register_hook(keep if self._sums is None else partial(self._keep_piece, i)))
         # looked up once: a missing attribute of a Learner is searched for through its model, slowly
         self._scaler,self._tb = (getattr(learn, n, None) for n in ('scaler', 'tensor_board'))
 
     def _keep(self, grad):
-        "The micro-batch's own gradient of one parameter, before it is added to `.grad` (its norm is taken with the rest)"
+        "The micro-batch's own gradient of one parameter, before it is added to `.grad` (its norm taken later)"
         self._grads.append(grad)
 
     def _keep_norm(self, grad):
@@ -145,7 +148,7 @@ class GradientNoiseScale(BatchCallback, WindowListener):
     def window_dropped(self): self._pairs.clear()
     def window_closed(self, window): self._pairs.clear()   # (a step skipped after this callback's turn: no estimate)
 
-    def before_batch(self): self._grads.clear()
+    def before_batch(self): self._forget()   # (what hooks kept of a backward cancelled before `after_backward`)
 
     def after_backward(self):
         "Keep |g|² of the micro-batch, with its size and the factor its gradient carries"
@@ -167,11 +170,12 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         return self._grads if self._hooked_norms else torch._foreach_norm(self._grads) if self._grads else []
 
     def _forget(self):
+        "Let go of what the hooks kept"
         self._grads.clear()
         if self._sums is not None: self._sums[:] = [None]*len(self._sums)
 
     def _squared_norm(self, norms):
-        "The squared norm of a gradient from its parameters' norms: a number on the CPU; on a GPU a tensor, read once a step"
+        "The squared norm of a gradient from its parameters' norms: a number on the CPU; on a GPU a tensor (read later)"
         if self._on_cpu: return sum((n if isinstance(n, float) else n.item())**2 for n in norms)
         return torch.stack(norms).square().sum()
 
@@ -218,14 +222,14 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         return dict(sqnorm_avg=self._sqnorm_avg, trace_avg=self._trace_avg, history=list(self.history))
 
     def load_state_dict(self, state:dict):
-        "Take `state` up at once; outside a fit, the next fit (not `lr_find`) continues from it instead of starting afresh"
+        "Take `state` up at once; outside a fit, the next fit (not `lr_find`) continues from it, not afresh"
         if not isinstance(state, dict) or not set(_STATE_KEYS) <= set(state):
             raise ValueError(f'`state` must be a dict with {list(_STATE_KEYS)}, got {state!r:.80}. '
                              'Pass what GradientNoiseScale.state_dict() returned.')
         self._sqnorm_avg,self._trace_avg,self.history = state['sqnorm_avg'],state['trace_avg'],list(state['history'])
         self._loaded = self.ga is None
 
-# %% ../nbs/14_noise_scale.ipynb #d52da505
+# %% ../nbs/14_noise_scale.ipynb #a3942911
 @patch
 def plot_gns(self:GradientNoiseScale,
     ax=None, # A matplotlib axis to draw on

@@ -220,7 +220,7 @@ class FixedBatchSize:
                                                     'declares no batch size (`bs` or `batch_size`). Pass accum_bs.')
         return plan.loader_bs*plan.world_size
 
-# %% ../nbs/41_plan.ipynb #eb3f2ad5
+# %% ../nbs/41_plan.ipynb #62ca05ad
 class AdaptiveBatchSize:
     "The noise scale's suggestion, rounded to whole micro-batches within bounds; `base`'s size until there is one"
     def __init__(self,
@@ -242,7 +242,7 @@ class AdaptiveBatchSize:
     )->int:
         "The suggestion, by the plan's rounding rule, at least `min_units` micro-batches, within `lo`..`hi`"
         value = self.suggestion()
-        if not math.isfinite(value): return self.base.size(position, plan)
+        if not math.isfinite(value) or value <= 0: return self.base.size(position, plan)   # none yet (or no sense)
         least = self.min_units*(plan.step_unit or 1)
         return plan.round(value, lo=max(self.lo or 0, least), hi=self.hi)
 

@@ -25,16 +25,17 @@ from .integrations import log_beside_step
 __all__ = ['is_out_of_memory', 'slice_batch', 'pieces', 'concat_outputs', 'fastai_batch', 'stateful_module', 'stateful_error',
            'BatchRunner', 'fit_runner', 'SizeTrials', 'WholeBatchLoss']
 
-# %% ../nbs/43_runner.ipynb #8f9b5b05
+# %% ../nbs/43_runner.ipynb #ade15efe
 _OOM_SIGNS = ('out of memory', 'CUBLAS_STATUS_ALLOC_FAILED', 'CUDNN_STATUS_ALLOC_FAILED',
               'CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input')
 
 def is_out_of_memory(e:BaseException, # An exception
                     )->bool:
     "Whether `e` is the device running out of memory: `torch.OutOfMemoryError`, or the cuBLAS/cuDNN errors it shows as"
-    return isinstance(e, torch.OutOfMemoryError) or (isinstance(e, RuntimeError) and any(s in str(e) for s in _OOM_SIGNS))
+    if isinstance(e, torch.OutOfMemoryError): return True
+    return isinstance(e, RuntimeError) and any(s in str(e) for s in _OOM_SIGNS)
 
-# %% ../nbs/43_runner.ipynb #e20445bf
+# %% ../nbs/43_runner.ipynb #3c097a8f
 def slice_batch(b, # A batch: tensors, possibly in tuples, lists or dicts
                 n:int, # Its samples: tensors whose first dimension is `n` are cut, others kept whole
                 start:int, end:int, # The samples to keep
@@ -42,7 +43,8 @@ def slice_batch(b, # A batch: tensors, possibly in tuples, lists or dicts
     "Samples `start:end` of the batch `b`"
     if not (_is_int(n) and _is_int(start) and _is_int(end) and 0 <= start <= end <= n):
         raise ValueError(f'slice_batch: `start={start!r}` and `end={end!r}` must be ints with 0 <= start <= end <= n '
-                         f'(n={n!r}, the samples of the batch). Pass the first sample to keep and the one after the last.')
+                         f'(n={n!r}, the samples of the batch). Pass the first sample to keep and the one after '
+                         'the last.')
     return _slice(b, n, start, end)
 
 def _slice(b, n, start, end):
@@ -55,15 +57,17 @@ def pieces(n:int, # Samples in the batch
            size:int|None, # The largest piece (`None`: the batch whole)
           ):
     "`(start, samples)` of each piece of a batch of `n` samples, as even as possible"
-    if not _is_int(n) or n < 0: raise ValueError(f'pieces: `n` must be the samples of the batch, an int >= 0, got {n!r}.')
-    if size is not None: check_positive_int('size', size, 'Pass the largest piece in samples, or None for the whole batch.')
+    if not _is_int(n) or n < 0:
+        raise ValueError(f'pieces: `n` must be the samples of the batch, an int >= 0, got {n!r}.')
+    if size is not None:
+        check_positive_int('size', size, 'Pass the largest piece in samples, or None for the whole batch.')
     if n == 0: return [(0, 0)]   # an empty batch runs once, as it is
     sizes = split_sizes(n, min(size or n, n))
     return list(zip(accumulate(sizes, initial=0), sizes))
 
 def _is_int(v): return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
-# %% ../nbs/43_runner.ipynb #a1b75193
+# %% ../nbs/43_runner.ipynb #f77dc4c3
 def _same_tensor(o, first):
     "Whether `o` is `first`'s very memory (a parameter or buffer returned by every piece)"
     return o.data_ptr() == first.data_ptr() and o.shape == first.shape and o.stride() == first.stride()
@@ -73,7 +77,8 @@ def concat_outputs(outputs:list, # The model's outputs for consecutive pieces of
                   ):
     "The outputs of pieces put together along the batch dimension; what is not per sample passed through once"
     if not isinstance(outputs, (list, tuple)) or not outputs:
-        raise ValueError(f'concat_outputs: `outputs` must be a non-empty list of the pieces\' outputs, got {outputs!r}.')
+        raise ValueError(f'concat_outputs: `outputs` must be a non-empty list of the pieces\' outputs, '
+                         f'got {outputs!r}.')
     if sizes is not None and len(sizes) != len(outputs):
         raise ValueError(f'concat_outputs: `sizes` gives {len(sizes)} pieces for {len(outputs)} outputs. '
                          'Pass the samples of each piece, in order.')
@@ -84,10 +89,10 @@ def concat_outputs(outputs:list, # The model's outputs for consecutive pieces of
         if first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes))):
             return torch.cat(outputs)
         if all(o.shape == first.shape and torch.equal(o, first) for o in outputs[1:]): return first
-        raise ValueError(f'An output of shape {tuple(first.shape)} is not per sample (its first dimension is not the '
-                         "samples of each piece) and differs between the pieces of a batch: the whole batch's cannot be "
-                         'made from pieces. Return per-sample outputs (and what is the same for every sample once), or '
-                         'pass micro_batch_size=None.')
+        raise ValueError(f'An output of shape {tuple(first.shape)} is not per sample (its first dimension is not '
+                         'the samples of each piece) and differs between the pieces of a batch: the whole batch\'s '
+                         'cannot be made from pieces. Return per-sample outputs (and what is the same for every '
+                         'sample once), or pass micro_batch_size=None.')
     if isinstance(first, (tuple, list)): return type(first)(concat_outputs(list(o), sizes) for o in zip(*outputs))
     if isinstance(first, dict): return {k: concat_outputs([o[k] for o in outputs], sizes) for k in first}
     return first
@@ -110,7 +115,7 @@ def fastai_batch(learn, # The `Learner`
     learn._with_events(learn._step, 'step', CancelStepException)
     learn.opt.zero_grad()
 
-# %% ../nbs/43_runner.ipynb #ef9b7f9a
+# %% ../nbs/43_runner.ipynb #c2f503e3
 def stateful_module(model, # A model
                    )->str|None:
     "The first module of `model` that keeps state between batches (its class has `reset()`, as `AWD_LSTM`), or `None`"
@@ -121,18 +126,19 @@ def stateful_module(model, # A model
 
 def stateful_error(stateful:str, # What `stateful_module` found
                    n:int, size:int, # A batch of `n` samples, to run in pieces of at most `size`
-                   what:str='micro_batch_size', # What would split it: 'micro_batch_size', 'whole_batch_loss', 'inference'
+                   what:str='micro_batch_size', # What would split it: e.g. 'whole_batch_loss', 'inference'
                   )->ValueError:
     "The error refusing to run a batch of a model with state between batches in pieces"
-    fix = {'inference': f'Pass inference batches of at most {size} samples (a validation loader with a smaller batch), '
-                        'or micro_batch_size=None.'}.get(what, 'Use a loader batch that fits in memory without splitting '
-                        f'(micro_batch_size=None, or one >= the loader\'s batch of {n}), and accum_bs=... for a larger batch: '
-                        'GradientAccumulation(accum_bs) accumulates whole loader batches without splitting them.')
-    return ValueError(f'{what} would run batches of {n} samples in pieces of {size}, but the model keeps state between '
-                      f"batches: {stateful} has a reset() method, as fastai's AWD_LSTM (reset by ModelResetter). Each row of "
-                      f'a piece would start from the state another piece left. {fix}')
+    if what == 'inference': fix = (f'Pass inference batches of at most {size} samples (a validation loader with a '
+                                   'smaller batch), or micro_batch_size=None.')
+    else: fix = ('Use a loader batch that fits in memory without splitting (micro_batch_size=None, or one >= the '
+                 f"loader's batch of {n}), and accum_bs=... for a larger batch: GradientAccumulation(accum_bs) "
+                 'accumulates whole loader batches without splitting them.')
+    return ValueError(f'{what} would run batches of {n} samples in pieces of {size}, but the model keeps state '
+                      f"between batches: {stateful} has a reset() method, as fastai's AWD_LSTM (reset by "
+                      f'ModelResetter). Each row of a piece would start from the state another piece left. {fix}')
 
-# %% ../nbs/43_runner.ipynb #2ff42a35
+# %% ../nbs/43_runner.ipynb #37388f8c
 class BatchRunner(WindowListener):
     "Runs each loader batch through fastai's events: whole, split into pieces of at most `size`, GradCache's two passes"
     def __init__(self,
@@ -146,10 +152,12 @@ class BatchRunner(WindowListener):
         on_redo=None, # `on_redo()`: the window is undone, to be run again (the accumulation callback empties it)
     ):
         for name,value in (('size', size), ('infer_size', infer_size)):
-            if value is not None: check_positive_int(name, value, 'Pass the largest piece in samples, or None for whole batches.')
+            if value is not None:
+                check_positive_int(name, value, 'Pass the largest piece in samples, or None for whole batches.')
         check_bool('auto', auto); check_bool('tune', tune)
-        if tune and size is None: raise ValueError('`tune=True` times pieces of `size` and smaller: pass size=..., the largest.')
-        if whole is not None and not (callable(getattr(whole, 'forward', None)) and callable(getattr(whole, 'backward', None))):
+        if tune and size is None:
+            raise ValueError('`tune=True` times pieces of `size` and smaller: pass size=..., the largest.')
+        if whole is not None and not all(callable(getattr(whole, f, None)) for f in ('forward', 'backward')):
             raise ValueError(f'`whole` must be a WholeBatchLoss (GradCache\'s two passes) or None, got {whole!r}.')
         store_attr()
         self.piece,self.skip,self.active,self.batches,self.restart,self.undo = (True, 0, 1.),0,False,[],(0, 0),None
@@ -188,11 +196,11 @@ class BatchRunner(WindowListener):
         learn._split(learn._set_device(b))
         learn._with_events(lambda: fastai_batch(learn, forward, backward), 'batch', CancelBatchException)
 
-# %% ../nbs/43_runner.ipynb #3798dd7f
+# %% ../nbs/43_runner.ipynb #98c0f1f0
 def fit_runner(learn, # The `Learner`
                plan, # The fit's `FitPlan`
                micro_batch_size:int|str|None, # `GradientAccumulation`'s `micro_batch_size`
-               remembered:int|None=None, # With 'auto': the size to start from (what an earlier fit found, or the largest asked for)
+               remembered:int|None=None, # With 'auto': where to start (an earlier fit's size, or max_micro_batch_size)
                tune:bool=False, # Time the split size and smaller ones, keep the fastest
                whole_batch_loss:bool=False, # GradCache's two passes
                batchnorm=None, # The fit's `WindowBatchNorm`, if any (GradCache pauses it in its first pass)
@@ -203,14 +211,16 @@ def fit_runner(learn, # The `Learner`
     "The fit's `BatchRunner` (installed on `releases`), or `None` when batches run as fastai runs them"
     check_bool('tune', tune); check_bool('whole_batch_loss', whole_batch_loss)
     if micro_batch_size is None:
-        if tune or whole_batch_loss: raise ValueError(f'`{"tune" if tune else "whole_batch_loss"}=True` runs the model in '
-                                                      "pieces of `micro_batch_size`: pass micro_batch_size=..., or 'auto'.")
+        if tune or whole_batch_loss:
+            raise ValueError(f'`{"tune" if tune else "whole_batch_loss"}=True` runs the model in pieces of '
+                             "`micro_batch_size`: pass micro_batch_size=..., or 'auto'.")
         return None
     if micro_batch_size != 'auto':
         check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, or 'auto'.")
     if remembered is not None: check_positive_int('remembered', remembered, 'Pass the size to start from, or None.')
-    if not isinstance(releases, Releases): raise ValueError(f'`releases` must be the fit\'s Releases, got {releases!r}: '
-                                                            'the runner is installed on it, and removed when it closes.')
+    if not isinstance(releases, Releases):
+        raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it, "
+                         'and removed when it closes.')
     auto,fixed = micro_batch_size == 'auto',None if micro_batch_size == 'auto' else micro_batch_size
     runner = BatchRunner(learn, plan.split, auto, tune and plan.split is not None, fixed or remembered, sync=sync,
                          on_redo=on_redo)
@@ -218,15 +228,16 @@ def fit_runner(learn, # The `Learner`
         runner.size = fixed or remembered
         runner.whole = WholeBatchLoss(runner, batchnorm)
     split = runner.size if whole_batch_loss else plan.split
-    if runner.stateful is not None and plan.loader_bs is not None and split is not None and (split < plan.loader_bs or tune):
-        raise stateful_error(runner.stateful, plan.loader_bs, split if split < plan.loader_bs else split//2,
+    bs = plan.loader_bs
+    if runner.stateful is not None and bs is not None and split is not None and (split < bs or tune):
+        raise stateful_error(runner.stateful, bs, split if split < bs else split//2,
                              'whole_batch_loss' if whole_batch_loss else 'micro_batch_size')
     return runner.install(releases)
 
-# %% ../nbs/43_runner.ipynb #a19c975a
+# %% ../nbs/43_runner.ipynb #64c6d763
 @patch
 def _split(self:BatchRunner, i, b):
-    "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its first piece, smaller"
+    "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
     self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # the window's loader batches, to run it again
     start = [len(self.batches)-1, 0]
     def undo():
@@ -253,7 +264,7 @@ def _piece(self:BatchRunner, i, b, n, offset, size):
     "fastai's batch events on samples `offset:offset+size` of loader batch `i`; its counters advance at the last piece"
     learn,last = self.learn,offset+size == n
     learn.iter,self.piece = i,(last, offset, size/n)
-    for cb in self.counters: object.__setattr__(cb, 'run_train', last)   # `pct_train`, `train_iter`: once per loader batch
+    for cb in self.counters: object.__setattr__(cb, 'run_train', last)   # `pct_train`, `train_iter`: once a batch
     learn._split(slice_batch(b, n, offset, offset+size))
     learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
 
@@ -286,7 +297,7 @@ def _tell(self:BatchRunner):
     log_beside_step(self.learn, micro_bs=self.size)
     self.told = self.size
 
-# %% ../nbs/43_runner.ipynb #1cead787
+# %% ../nbs/43_runner.ipynb #33c459e2
 @patch
 def _smaller(self:BatchRunner,
     run, # `run()`: what may run out of memory
@@ -303,8 +314,9 @@ def _smaller(self:BatchRunner,
             if agree and self.sync is not None and not isinstance(e, OutOfMemoryElsewhere): self.sync.out_of_memory()
             self._free(training=agree)
             current = min(getattr(self, size) or n, n)
-            if current == 1: raise modify_exception(e, "(micro_batch_size='auto': micro-batches of 1 sample run out of "
-                'memory too. Free memory (a smaller model, MixedPrecision, activation checkpointing) or use a larger device.)')
+            if current == 1: raise modify_exception(e, "(micro_batch_size='auto': micro-batches of 1 sample run out "
+                'of memory too. Free memory (a smaller model, MixedPrecision, activation checkpointing) or use a '
+                'larger device.)')
             if self.stateful is not None:   # a smaller piece would split the batch of a model that keeps state
                 raise stateful_error(self.stateful, n, current//2, 'inference' if size == 'infer_size' else
                                      'whole_batch_loss' if self.whole is not None else "micro_batch_size='auto'") from e
@@ -322,12 +334,12 @@ def _free(self:BatchRunner, training:bool):
         if self.sync is not None: self.sync.release()
         learn.pred = learn.loss = learn.loss_grad = None
         for p in learn.model.parameters(): p.grad = None   # part of it may already be written
-        states = getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', None)   # the GradScaler's, if it stepped
+        states = getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', None)   # GradScaler's, if it stepped
         if states is not None: states.clear()
     gc.collect()
     if torch.cuda.is_available(): torch.cuda.empty_cache()
 
-# %% ../nbs/43_runner.ipynb #e740d663
+# %% ../nbs/43_runner.ipynb #7a6ac4e8
 def _copy(v): return v.clone() if isinstance(v, torch.Tensor) else list(v) if isinstance(v, list) else v
 
 def _snapshot(learn):
@@ -336,10 +348,11 @@ def _snapshot(learn):
     metrics,logs = [],[]
     if recorder is not None:
         metrics = [recorder.smooth_loss, recorder.loss, *recorder.metrics]
-        logs = [recorder.losses, recorder.lrs, *getattr(recorder, 'hps', {}).values(), *getattr(recorder, 'accum_bs', [])[:0]]
+        logs = [recorder.losses, recorder.lrs, *getattr(recorder, 'hps', {}).values()]
         if hasattr(recorder, 'accum_bs'): logs.append(recorder.accum_bs)
     logs += [l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
-    buffers = [t for m in learn.model.modules() if isinstance(m, torch.nn.modules.batchnorm._NormBase) for t in m.buffers()]
+    norms = [m for m in learn.model.modules() if isinstance(m, torch.nn.modules.batchnorm._NormBase)]
+    buffers = [t for m in norms for t in m.buffers()]
     return dict(pct_train=learn.pct_train, train_iter=learn.train_iter, logs=[(l, len(l)) for l in logs],
                 metrics=[(m, {k: _copy(v) for k,v in vars(m).items()}) for m in metrics],
                 buffers=[(t, t.clone()) for t in buffers], wandb_epoch=getattr(wandb, '_wandb_epoch', None))
@@ -431,19 +444,19 @@ def _with_tensors(x, new):
     if isinstance(x, dict): return {k: _with_tensors(o, new) for k,o in x.items()}
     return x
 
-# %% ../nbs/43_runner.ipynb #3b460a87
+# %% ../nbs/43_runner.ipynb #5167897d
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
     def __init__(self,
         runner:BatchRunner, # The runner whose `size` the pieces have (halved by its loop on running out of memory)
-        batchnorm=None, # The fit's `WindowBatchNorm`: the first pass paused, each piece of the second a piece of the batch
+        batchnorm=None, # The fit's `WindowBatchNorm`: the first pass paused, each piece of the second pass a piece
     ):
         if not isinstance(runner, BatchRunner):
             raise ValueError(f'`runner` must be the BatchRunner whose `size` the pieces have, got {runner!r}.')
         self.runner,self.batchnorm,self.chunks,self.leaves,self.per_sample = runner,batchnorm,[],None,[]
 
     def forward(self, xb):
-        "The whole batch's output, computed in pieces without a graph: its tensors are leaves that take the loss's gradient"
+        "The whole batch's output, computed in pieces without a graph: its tensors are leaves for the loss's gradient"
         n = find_bs(xb)
         return self.runner._smaller(lambda: self._first_pass(xb, n), n, agree=False)
 
@@ -484,8 +497,9 @@ class WholeBatchLoss:
                              if t.requires_grad and o.requires_grad]
                     torch.autograd.backward([o for o,_ in pairs], [g.to(o.dtype) for o,g in pairs])
         except BaseException as e:
-            if is_out_of_memory(e): raise modify_exception(e, f'{e.args[0] if e.args else e} (whole_batch_loss: the second '
-                f'pass keeps the graph of a piece of {self.chunks[0][1]} samples. Pass a smaller micro_batch_size.)', replace=True)
+            if is_out_of_memory(e): raise modify_exception(e, f'{e.args[0] if e.args else e} (whole_batch_loss: the '
+                f'second pass keeps the graph of a piece of {self.chunks[0][1]} samples. Pass a smaller '
+                'micro_batch_size.)', replace=True)
             raise
         finally: _set_rng_state(self.after_first)
         self.leaves,self.chunks = None,[]
