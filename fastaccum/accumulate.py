@@ -28,12 +28,12 @@ from .runner import BatchRunner, fit_runner
 from .batchnorm import fit_batchnorm, WindowBatchNorm
 
 # %% auto #0
-__all__ = ['PLANNED', 'WEIGHED', 'RAN', 'STEPPING', 'STEPPED', 'STEP_CANCELLED', 'BACKWARD_CANCELLED', 'DONE', 'LR_SCALES',
-           'MicroBatch', 'GradientAccumulation', 'check_one_accumulator', 'StepHypers', 'ItemCounter']
+__all__ = ['LR_SCALES', 'MicroBatch', 'GradientAccumulation', 'check_one_accumulator', 'StepHypers', 'ItemCounter']
 
-# %% ../nbs/10_accumulate.ipynb #08361b28
-PLANNED,WEIGHED,RAN,STEPPING,STEPPED,STEP_CANCELLED,BACKWARD_CANCELLED,DONE = range(8)   # a micro-batch's phases, in order
+# %% ../nbs/10_accumulate.ipynb #dcbefd28
+PLANNED,WEIGHED,RAN,STEPPING,STEPPED,STEP_CANCELLED,BACKWARD_CANCELLED,DONE = range(8)   # a micro-batch's phases
 
+# %% ../nbs/10_accumulate.ipynb #2f5fc8ab
 class MicroBatch:
     "What happened to the current micro-batch: made whole in `before_batch`, one `phase` the events move on"
     __slots__ = ('n','items','amount','plan','share','weight','hooked','phase')
@@ -52,7 +52,7 @@ class MicroBatch:
         "Whether its backward ran: its gradient is in the parameters' `.grad`"
         return self.phase in (RAN, STEPPING, STEPPED, STEP_CANCELLED)
 
-# %% ../nbs/10_accumulate.ipynb #f5567df9
+# %% ../nbs/10_accumulate.ipynb #d80c41b2
 _COUNT_ITEMS_FIX = 'Return the number of items the loss averages over, e.g. (learn.yb[0] != -100).sum().'
 _WHOLE = (True, 0, 1.)   # a loader batch run whole: its last piece, from sample 0, all of it
 
@@ -70,46 +70,58 @@ def _stays_on_device(count): return count.device.type != 'cpu'   # a count on th
 
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
-# %% ../nbs/10_accumulate.ipynb #211834f4
+# %% ../nbs/10_accumulate.ipynb #db706523
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
 
     def __init__(self,
-        accum_bs:int|None=None, # Samples per step, over all processes; `None`: `n_acc`, or with `micro_batch_size` the loader's batch
+        accum_bs:int|None=None, # Samples per step, all processes; `None`: `n_acc` (with `micro_batch_size`: a batch)
         n_acc:int=32, # fastai's name for the samples per step, used when `accum_bs` is `None`
-        micro_batch_size:int|str|None=None, # Split loader batches into micro-batches of at most this many samples; 'auto': as large as fits
-        log_accum_batch:bool=True, # Log one point per optimizer step (True), or one per micro-batch as fastai does (False)
+        micro_batch_size:int|str|None=None, # Run loader batches in pieces of at most this many samples ('auto': fits)
+        log_accum_batch:bool=True, # Log one point per optimizer step, or (False) one per micro-batch as fastai does
         drop_last:bool=False, # Drop each epoch's last, partial window instead of stepping it
-        warn_batchnorm:bool=True, # Say (once per fit) what BatchNorm layers can and cannot see of a window of micro-batches
-        count_items:Callable|None=None, # `count_items(learn)`: the items the micro-batch's loss averages over (e.g. tokens)
-        accum_items:int|None=None, # Items (as `count_items` counts them) per optimizer step, instead of `accum_bs` samples
-        max_micro_batch_size:int|None=None, # With micro_batch_size='auto': the size to start from (default: the loader's batch)
-        tune:bool=False, # With `micro_batch_size`: time it, half and a quarter of it over the first windows, keep the fastest
-        lr_scale:str|None=None, # When `accum_bs` changes: each step's lr times (accum_bs / accum_bs at the start), 'linear', or 'sqrt'
-        batchnorm:str='window', # BatchNorm's running statistics: once per window, as the large batch ('window'), or per micro-batch ('micro')
-        whole_batch_loss:bool=False, # The loss sees the loader's whole batch, the model runs in micro-batches (GradCache)
+        warn_batchnorm:bool=True, # Say once per fit what BatchNorm layers can and cannot see of a window
+        count_items:Callable|None=None, # `count_items(learn)`: the items the micro-batch's loss averages over (tokens)
+        accum_items:int|None=None, # Items (as `count_items` counts them) per step, instead of `accum_bs` samples
+        max_micro_batch_size:int|None=None, # With micro_batch_size='auto': the size to start from (a loader batch)
+        tune:bool=False, # With `micro_batch_size`: time it, half and a quarter of it, and keep the fastest
+        lr_scale:str|None=None, # As `accum_bs` changes: lr times accum_bs/its start ('linear'), or its root ('sqrt')
+        batchnorm:str='window', # BatchNorm's running statistics: once per window, as the large batch's, or 'micro'
+        whole_batch_loss:bool=False, # The loss sees the whole loader batch; the model runs in micro-batches (GradCache)
     ):
-        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,max_micro_batch_size,tune,'
-                   'lr_scale,batchnorm,whole_batch_loss')
+        store_attr('n_acc,micro_batch_size,log_accum_batch,drop_last,warn_batchnorm,count_items,max_micro_batch_size,'
+                   'tune,lr_scale,batchnorm,whole_batch_loss')
         self.learn = None   # (until fastai attaches it: `Attached` reads the instance's value)
         _check_arguments(self, accum_bs, accum_items)
-        self.by_items = accum_items is not None
         if accum_bs is None and micro_batch_size is None: accum_bs = n_acc
-        self.fixed = FixedBatchSize(accum_items if self.by_items else accum_bs)   # the setting; a fit's policy may be another
+        items = accum_items is not None
+        self.fixed = FixedBatchSize(accum_items if items else accum_bs, items)   # the setting (a fit may use another)
         self.releases,self.listeners,self.n_steps,self.in_use,self._pending,self._next = Releases(),[],0,None,None,None
         self.found_bs = micro_batch_size if isinstance(micro_batch_size, int) else None
-        self.plan = self.policy = self.window = self.mb = self.runner = self.sync = self.loggers = self.hypers = self.counter = None
+        self.plan = self.policy = self.window = self.mb = self.runner = None   # a fit's parts, from its training
+        self.sync = self.loggers = self.hypers = self.counter = None
 
-    # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, or the end of the fit
-    # it was passed to): nothing of the fit may stay. Other attributes are set plainly: fastai's check that a callback
-    # does not shadow the Learner's would run at every micro-batch
+    # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, or the end of the
+    # fit it was passed to): nothing of the fit may stay. Other attributes are set plainly: fastai's check that a
+    # callback does not shadow the Learner's would run at every micro-batch
     learn,__setattr__ = Attached(),object.__setattr__
 
     @property
     def accum_bs(self)->int|None:
-        "Samples per optimizer step, over all processes: the setting, or what a schedule (or the noise scale) has in use"
-        return None if self.by_items else self._current()
+        "Samples per optimizer step over all processes: the setting, or what a schedule (or the noise scale) uses"
+        return None if self.fixed.items else self._current()
+
+    @accum_bs.setter
+    def accum_bs(self, value:int): self.fixed.set('accum_bs', value, self.plan)   # (checked; the next window takes it)
+
+    @property
+    def accum_items(self)->int|None:
+        "Items per optimizer step, with windows of items (`accum_items`)"
+        return self._current() if self.fixed.items else None
+
+    @accum_items.setter
+    def accum_items(self, value:int): self.fixed.set('accum_items', value, self.plan)
 
     def _current(self):
         "The setting while it decides the batch size, else the batch of the last window (or of the window in progress)"
@@ -117,48 +129,24 @@ class GradientAccumulation(BatchCallback):
         if setting is not None and self.policy in (None, self.fixed): return setting
         return self.in_use if self.in_use is not None else setting
 
-    @accum_bs.setter
-    def accum_bs(self, value:int):
-        if self.by_items: raise ValueError(f'This callback counts items per step (accum_items={self.fixed.setting}): '
-                                           f'set accum_items, not accum_bs. Pass e.g. ga.accum_items = {value}.')
-        self._set_size('accum_bs', value)
-
-    @property
-    def accum_items(self)->int|None:
-        "Items per optimizer step, with windows of items (`accum_items`)"
-        return self._current() if self.by_items else None
-
-    @accum_items.setter
-    def accum_items(self, value:int):
-        if not self.by_items: raise ValueError('This callback counts samples per step (accum_bs): set accum_bs, not '
-                                               'accum_items (for windows of items, make it with accum_items= and count_items=).')
-        self._set_size('accum_items', value)
-
-    def _set_size(self, name:str, value:int):
-        "A batch size set by hand: checked in its unit (and against the fit, in one), taken up by the next window"
-        check_positive_int(name, value, f'Pass the number of {"items" if self.by_items else "samples"} per optimizer step.')
-        warning = None if self.plan is None else self.plan.check_size(value, name)
-        if warning: warnings.warn(warning)
-        self.fixed.setting = value
-
     @property
     def will_step(self)->bool:
-        "Whether the current micro-batch ends its window with an optimizer step (from `before_batch` through `after_batch`)"
+        "Whether the current micro-batch ends its window with a step (from `before_batch` through `after_batch`)"
         return self.mb is not None and self.mb.plan == STEP
 
     @property
     def loader_batch_done(self)->bool:
-        "Whether the current micro-batch is the last piece of its loader batch (always, unless `micro_batch_size` splits it)"
+        "Whether the current micro-batch is the last piece of its loader batch (always, unless batches are split)"
         return self.runner is None or self.runner.piece[0]
 
     @property
     def micro_bs(self)->int|None:
-        "The samples the model runs at once: the split (or GradCache's) size, else the loader's batch; after a fit, the last's"
+        "The samples the model runs at once: the split (or GradCache) size, else a loader batch; after a fit, the last"
         if self.plan is None: return self.found_bs
         return self.runner.size if self.runner is not None and self.runner.size else self.plan.loader_bs
 
     def count_samples(self)->int:
-        "Samples in the current micro-batch: the first dimension of its first target (`find_bs`); override for other layouts"
+        "Samples in the micro-batch: the first dimension of its first target (`find_bs`); override for other layouts"
         yb = self.learn.yb
         return yb[0].shape[0] if yb and isinstance(yb[0], torch.Tensor) else find_bs(yb)
 
@@ -166,13 +154,14 @@ class GradientAccumulation(BatchCallback):
     def before_fit(self):
         "Release what an interrupted fit left; check the Learner; give `lr_find` enough epochs"
         learn = self.learn
-        if learn.lock.locked():   # the validation context: inside a fit it changes nothing; outside, inference may split
+        if learn.lock.locked():   # the validation context: inside a fit nothing to do; outside, inference may split
             if self.plan is None: self._release(); self._start_inference()
             return
         self._release()
         check_one_accumulator(learn)
         lr_finder = getattr(learn, 'lr_finder', None)
-        if lr_finder is not None: prepare_lr_finder(learn, lr_finder, self._read_plan().windows_per_epoch(self._lr_find_size()))
+        if lr_finder is not None:
+            prepare_lr_finder(learn, lr_finder, self._read_plan().windows_per_epoch(self._lr_find_size()))
         wandb = getattr(learn, 'wandb', None)
         if wandb is not None: fix_wandb_config(wandb)
 
@@ -205,14 +194,11 @@ class GradientAccumulation(BatchCallback):
         if self.hypers is not None: self.hypers.restore()
         n = self.count_samples()
         items = n if self.counter is None else self.counter.count(learn, n, window)
-        amount = n if not self.by_items else check_count('count_items', items, _COUNT_ITEMS_FIX)
-        if self.by_items and plan.world_size > 1: amount = self.sync.sum(amount, find_device(learn.xb))
+        amount = n if not self.fixed.items else check_count('count_items', items, _COUNT_ITEMS_FIX)
+        if self.fixed.items and plan.world_size > 1: amount = self.sync.sum(amount, find_device(learn.xb))
         last,offset,share = _WHOLE if self.runner is None else self.runner.piece
         if not window.held: self._start_window(offset)
-        left = None
-        if self.drop_last and not window.held and not self.by_items:
-            done = plan.done(learn.iter, offset)
-            if done is not None: left = plan.epoch_samples - done
+        left = plan.left(learn.iter, offset) if self.drop_last and not window.held else None   # (can a window fill?)
         step = window.plan(amount, learn.iter == learn.n_iter-1 and last, left)
         if step == SKIP:
             self.mb = None
@@ -221,7 +207,7 @@ class GradientAccumulation(BatchCallback):
         if self.sync.active: self.sync.hold(step == ACCUM)
 
     def _start_window(self, offset:int):
-        "A window starts: its size from the policy (at the fraction of training done, if it asks); the listeners are told"
+        "A window starts: its size from the policy (at the fraction of training done, if it asks); listeners are told"
         learn,plan,policy = self.learn,self.plan,self.policy
         self.window.start = (learn.epoch, learn.iter, offset, learn.pct_train)
         self.in_use = size = policy.size(None if isinstance(policy, FixedBatchSize) else self.window_position(), plan)
@@ -229,13 +215,13 @@ class GradientAccumulation(BatchCallback):
         for listener in self.listeners: listener.window_started(size)
 
     def window_position(self)->float:
-        "The fraction of training samples done when the current window started (fastai's `pct_train` if the loader cannot tell)"
+        "The fraction of training samples done when the window started (fastai's `pct_train` if the loader cannot tell)"
         epoch,i,offset,pct = self.window.start
         position = self.plan.fraction(epoch, self.plan.done(i, offset))
         return pct if position is None else position
 
     def before_backward(self):
-        "Weigh the loss as it goes into the backward (where it is final); at the window's last micro-batch, rescale first"
+        "Weigh the loss as it goes into the backward (where it is final); at a window's last micro-batch rescale first"
         mb,window = self.mb,self.window
         if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
         if mb.plan == STEP and not window.held and self.plan.world_size == 1 and self.counter is None:
@@ -246,7 +232,7 @@ class GradientAccumulation(BatchCallback):
             weight = window.weight(mb.items)
             if self.counter is not None and window.reduction == 'mean': self.counter.guard(self.learn, mb.items)
         # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
-        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left: `after_cancel_batch`)
+        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left)
         mb.weight,mb.hooked = weight,isinstance(weight, torch.Tensor) or weight != 1 or bool(window.held)
         grad_fn = self.learn.loss_grad.grad_fn
         if mb.hooked and grad_fn is not None: grad_fn.register_prehook(self._weigh_gradient)
@@ -262,7 +248,7 @@ class GradientAccumulation(BatchCallback):
         if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = BACKWARD_CANCELLED
 
     def before_step(self):
-        "Skip the step (and fastai's `zero_grad`) inside a window; the last micro-batch steps with the large batch's hypers"
+        "Skip the step (and `zero_grad`) inside a window; the last micro-batch steps with the large batch's hypers"
         mb = self.mb
         if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
         if mb.phase == WEIGHED and not mb.hooked: mb.phase = RAN
@@ -272,7 +258,7 @@ class GradientAccumulation(BatchCallback):
         if self.hypers is not None: self.hypers.set(self.step_position(), self.in_use)
 
     def _step(self):
-        "fastai's `Learner._step` for the fit (set on the Learner): the optimizer steps, and the micro-batch knows it did"
+        "fastai's `Learner._step` for the fit (set on the Learner): the optimizer steps, and the micro-batch knows it"
         self.learn.opt.step()
         self.mb.phase = STEPPED
 
@@ -288,25 +274,26 @@ class GradientAccumulation(BatchCallback):
         elif mb.phase == WEIGHED and not mb.hooked and _has_gradient(self.learn.model): mb.phase = RAN
 
     def after_batch(self):
-        "Count the micro-batch if its backward ran; after the step, close the window; the loggers see one point per step"
+        "Count the micro-batch if its backward ran; after the step close the window; the loggers see a point per step"
         mb,window = self.mb,self.window
         if self.plan is None: return   # (joined the Learner during this micro-batch: fastai ran it)
         if mb is None or mb.phase == DONE:   # cancelled before this callback saw it: nothing ran
             self.mb = None
             return self.loggers.after_micro_batch(self._share())
-        if mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # fastai zeroed the window's gradient
+        if mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (fastai zeroed its gradient)
         # a window's last micro-batch whose step was skipped (an fp16 overflow) is logged, as fastai logs a skipped step
         kept,stepped,skipped = mb.ran,mb.phase in (STEPPED, STEP_CANCELLED),mb.phase == STEP_CANCELLED
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
         alone = stepped and not window.held   # (the window's only micro-batch: its loss is the window's, as logged)
-        if kept: window.add(mb.n, mb.items, self.learn.loss.detach() if self.loggers.per_step and not alone else None, mb.amount)
+        loss = self.learn.loss.detach() if kept and self.loggers.per_step and not alone else None
+        if kept: window.add(mb.n, mb.items, loss, mb.amount)
         for listener in self.listeners: listener.micro_batch_done(kept)
         if stepped: return self._close_window(mb, skipped)
         if kept and self.loggers.per_step: self._accumulate_train_metrics()
         self.loggers.after_micro_batch(mb.share)
 
     def _close_window(self, mb, skipped:bool=False):
-        "After the step (or its skipping): count it, hand the loggers the window's loss, tell the listeners, empty the window"
+        "After the step (or its skipping): count it, give the loggers the window's loss, tell the listeners, empty it"
         window = self.window
         if not skipped: self.n_steps += 1
         if self.hypers is not None:   # (where the next step is: see `FitPlan.next_position`)
@@ -321,7 +308,7 @@ class GradientAccumulation(BatchCallback):
     def _drop_window(self, quiet:bool=True):
         "The window will not step: no gradient of it stays, nothing of it is counted; the listeners are told"
         mb = self.mb
-        if self.window.held or (mb is not None and (mb.ran or mb.phase == WEIGHED)): self._zero_grad()   # (WEIGHED: it may have run)
+        if self.window.held or (mb is not None and (mb.ran or mb.phase == WEIGHED)): self._zero_grad()  # (may have run)
         self.window.reset()
         for listener in self.listeners:
             if mb is not None: listener.micro_batch_done(False)
@@ -331,32 +318,36 @@ class GradientAccumulation(BatchCallback):
 
     def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
 
-# %% ../nbs/10_accumulate.ipynb #41a1802e
+# %% ../nbs/10_accumulate.ipynb #eb80778f
 def _check_arguments(ga, accum_bs, accum_items):
     "Each argument checked where it is given, with a message that names it and the fix"
-    if accum_bs is not None: check_positive_int('accum_bs', accum_bs, 'Pass the number of samples per optimizer step, e.g. accum_bs=64.')
+    if accum_bs is not None: check_positive_int('accum_bs', accum_bs, 'Pass the samples per step, e.g. accum_bs=64.')
     check_positive_int('n_acc', ga.n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
     mbs,top = ga.micro_batch_size,ga.max_micro_batch_size
     if mbs is not None and mbs != 'auto':
-        check_positive_int('micro_batch_size', mbs, "Pass the largest micro-batch in samples, 'auto', or None for the loader's batches.")
+        check_positive_int('micro_batch_size', mbs, "Pass the largest micro-batch in samples, 'auto', or None.")
     if top is not None:
-        check_positive_int('max_micro_batch_size', top, "Pass the micro-batch size for micro_batch_size='auto' to start from.")
-        if mbs != 'auto': raise ValueError("`max_micro_batch_size` is where micro_batch_size='auto' starts: pass micro_batch_size='auto' with it.")
-    for name in ('log_accum_batch', 'drop_last', 'warn_batchnorm', 'tune', 'whole_batch_loss'): check_bool(name, getattr(ga, name))
+        check_positive_int('max_micro_batch_size', top, "Pass the size micro_batch_size='auto' starts from.")
+        if mbs != 'auto': raise ValueError("`max_micro_batch_size` is where micro_batch_size='auto' starts: pass "
+                                           "micro_batch_size='auto' with it.")
+    for name in ('log_accum_batch', 'drop_last', 'warn_batchnorm', 'tune', 'whole_batch_loss'):
+        check_bool(name, getattr(ga, name))
     if ga.whole_batch_loss and mbs is None:
-        raise ValueError("whole_batch_loss=True runs the model in micro-batches of `micro_batch_size`: pass micro_batch_size=..., e.g. 32, or 'auto'.")
+        raise ValueError("whole_batch_loss=True runs the model in micro-batches of `micro_batch_size`: pass "
+                         "micro_batch_size=..., e.g. 32, or 'auto'.")
     if not (ga.lr_scale is None or isinstance(ga.lr_scale, str)) or ga.lr_scale not in LR_SCALES:
-        raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {ga.lr_scale!r}. Pass e.g. lr_scale='sqrt'.")
+        raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {ga.lr_scale!r}. Pass e.g. 'sqrt'.")
     if ga.batchnorm not in ('window', 'micro'):
-        raise ValueError(f"`batchnorm` must be 'window' or 'micro', got {ga.batchnorm!r}. Pass batchnorm='window' (the default).")
+        raise ValueError(f"`batchnorm` must be 'window' or 'micro', got {ga.batchnorm!r}. Pass 'window' (the default).")
     if ga.count_items is not None and not callable(ga.count_items):
         raise ValueError(f'`count_items` must be a callable count_items(learn) -> number, got {ga.count_items!r}. '
                          'Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum(), or None to weigh samples.')
     if accum_items is not None:
-        check_positive_int('accum_items', accum_items, 'Pass the number of items (e.g. tokens) per optimizer step, or None to count samples.')
+        check_positive_int('accum_items', accum_items, 'Pass the items (tokens) per step, or None to count samples.')
         if ga.count_items is None: raise ValueError('`accum_items` counts items, so it needs `count_items`. '
                                                     'Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
-        if accum_bs is not None: raise ValueError('Pass either `accum_bs` (samples per step) or `accum_items` (items per step), not both.')
+        if accum_bs is not None:
+            raise ValueError('Pass either `accum_bs` (samples per step) or `accum_items` (items per step), not both.')
 
 def check_one_accumulator(learn, # The `Learner` about to train
                          ):
@@ -365,22 +356,22 @@ def check_one_accumulator(learn, # The `Learner` about to train
     found = [cb for cb in learn.cbs if isinstance(cb, (GradientAccumulation, FastaiGradientAccumulation))]
     if len(found) > 1:
         names = ', '.join(f"{type(cb).__module__.split('.')[0]}'s {type(cb).__name__}" for cb in found)
-        raise ValueError(f'The Learner has {len(found)} accumulation callbacks ({names}): each would weigh and step the same '
-                         'micro-batches. Keep one, and remove the others with learn.remove_cb(...).')
+        raise ValueError(f'The Learner has {len(found)} accumulation callbacks ({names}): each would weigh and step '
+                         'the same micro-batches. Keep one, and remove the others with learn.remove_cb(...).')
 
-# %% ../nbs/10_accumulate.ipynb #15943f1e
+# %% ../nbs/10_accumulate.ipynb #4ea6e928
 @patch
 def _read_plan(self:GradientAccumulation)->FitPlan:
     "The fit as it is now: the plan, with this callback's split of the loader's batches"
-    if self.micro_batch_size == 'auto' and loader_bs(self.learn.dls.train) is None: raise ValueError("micro_batch_size='auto' "
-        "splits the loader's batches, so the loader must declare its batch size (`bs`, or `batch_size`).")
+    if self.micro_batch_size == 'auto' and loader_bs(self.learn.dls.train) is None: raise ValueError(
+        "micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`).")
     mbs = self.micro_batch_size
     split = partial(split_size, mbs, self.max_micro_batch_size, self.found_bs, self.tune, self.whole_batch_loss)
-    return read_plan(self.learn, split, self.by_items, self.drop_last, mbs if isinstance(mbs, int) else None)
+    return read_plan(self.learn, split, self.fixed.items, self.drop_last, mbs if isinstance(mbs, int) else None)
 
 @patch
 def _policy(self:GradientAccumulation, plan:FitPlan):
-    "Who decides the fit's batch size: the setting; `GradientNoiseScale(adapt=True)`'s suggestion; `lr_find`: the setting"
+    "Who decides the fit's batch size: the setting, or `GradientNoiseScale(adapt=True)`; for `lr_find`, the setting"
     if hasattr(self.learn, 'lr_finder'): return FixedBatchSize(self._lr_find_size())
     noise = find_cb(self.learn, _noise_scale_class())
     if noise is None or not noise.adapt: return self.fixed
@@ -402,30 +393,28 @@ def _start_fit(self:GradientAccumulation):
     self.plan = plan = self._read_plan()
     self.policy = self._policy(plan)
     size = self.policy.size(0., plan)
-    warning = plan.check_size(size, 'accum_items' if self.by_items else 'accum_bs', fixed=isinstance(self.policy, FixedBatchSize))
+    warning = plan.check_size(size, self.fixed.name, fixed=isinstance(self.policy, FixedBatchSize))
     if warning: warnings.warn(warning)
     if plan.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
-    self.window = AccumWindow(1, self.drop_last, self.by_items, plan.reduction)
+    self.window = AccumWindow(1, self.drop_last, self.fixed.items, plan.reduction)
     self.sync = WindowSync(learn.model, plan.world_size, manual=self.micro_batch_size == 'auto' and plan.world_size > 1)
-    self.loggers = StepLoggers(learn, self.log_accum_batch or hasattr(learn, 'lr_finder'))   # lr_find counts optimizer steps
+    self.loggers = StepLoggers(learn, self.log_accum_batch or hasattr(learn, 'lr_finder'))   # (lr_find counts steps)
     releases.callback(self.loggers.release)
     self.hypers = StepHypers(learn, size, self.lr_scale)
     if not (self.hypers.schedulers or self.lr_scale): self.hypers = None
     self.counter = ItemCounter(self.count_items, plan, self.sync, releases) if self.count_items is not None else None
-    norms = fit_batchnorm(learn.model, self.batchnorm, self.warn_batchnorm, plan.world_size, self.whole_batch_loss, releases)
+    norms = fit_batchnorm(learn.model, self.batchnorm, self.warn_batchnorm, plan.world_size, self.whole_batch_loss,
+                          releases)
     batchnorm = next((p for p in norms if isinstance(p, WindowBatchNorm)), None)
-    self.runner = fit_runner(learn, plan, self.micro_batch_size, self.found_bs or self.max_micro_batch_size, self.tune, self.whole_batch_loss,
+    self.runner = fit_runner(learn, plan, self.micro_batch_size, self.found_bs or self.max_micro_batch_size, self.tune,
+                             self.whole_batch_loss,
                              batchnorm, self.sync, self._redo_window, releases)
-    self.listeners = [self.loggers, *norms] + ([self.runner] if self.runner is not None else []) + self._listening_cbs()
+    self.listeners = [self.loggers, *norms] + ([self.runner] if self.runner is not None else []) + \
+                     [cb for cb in learn.cbs if isinstance(cb, WindowListener) and cb is not self]   # (by type)
     releases.replace(learn, '_step', self._step)   # (fastai's method for everyone else, and back at the end of the fit)
     self.n_steps,self.in_use = 0,size
     if self._pending is not None and not hasattr(learn, 'lr_finder'): self._take_up(self._pending)
     self.loggers.count_steps(self.n_steps)
-
-@patch
-def _listening_cbs(self:GradientAccumulation)->list:
-    "The Learner's callbacks that listen to the window's events (the noise scale), found by type"
-    return [cb for cb in self.learn.cbs if isinstance(cb, WindowListener) and cb is not self]
 
 @patch
 def _start_inference(self:GradientAccumulation):
@@ -435,7 +424,7 @@ def _start_inference(self:GradientAccumulation):
     size = mbs if isinstance(mbs, int) else self.found_bs or self.max_micro_batch_size   # 'auto': what training found
     BatchRunner(self.learn, auto=mbs == 'auto', infer_size=size).install(self.releases)
 
-# %% ../nbs/10_accumulate.ipynb #23181bd8
+# %% ../nbs/10_accumulate.ipynb #25b7ac0a
 @patch
 def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
@@ -451,7 +440,7 @@ def _release(self:GradientAccumulation):
 
 @patch
 def _count_interrupted_step(self:GradientAccumulation):
-    "Training (or the fit) cancelled after a step, in `after_step`: the step counts, and fastai left its gradient behind"
+    "Training (or the fit) cancelled after a step, in `after_step`: the step counts; fastai left its gradient behind"
     mb = self.mb
     if mb is None or mb.phase != STEPPED: return
     mb.phase = DONE
@@ -460,7 +449,7 @@ def _count_interrupted_step(self:GradientAccumulation):
 
 @patch
 def _redo_window(self:GradientAccumulation):
-    "The window is undone (after running out of memory, by the runner): empty it, tell the listeners, let the loggers run"
+    "The window is undone (after running out of memory, by the runner): empty it, tell the listeners, let loggers run"
     self._drop_window(quiet=False)
     self.loggers.show()
 
@@ -477,7 +466,7 @@ def _accumulate_train_metrics(self:GradientAccumulation):
     if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
         for metric in recorder.metrics: metric.accumulate(self.learn)
 
-# %% ../nbs/10_accumulate.ipynb #2e6758bf
+# %% ../nbs/10_accumulate.ipynb #60dc51b3
 @patch
 def _close_weights(self:GradientAccumulation):
     "Rescale the window's gradient so that, with this micro-batch's, the step is the mean over the window's items"
@@ -486,7 +475,8 @@ def _close_weights(self:GradientAccumulation):
     if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)   # one read a step
     if plan.world_size > 1: total = self.sync.sum(total, self.learn.loss_grad.device)
     if window.reduction == 'mean' and not total:
-        raise ValueError('`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. ' + _COUNT_ITEMS_FIX)
+        raise ValueError('`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. '
+                         + _COUNT_ITEMS_FIX)
     factor = window.close(total, plan.world_size)
     if factor != 1 and window.held:
         grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]
@@ -500,7 +490,7 @@ def step_position(self:GradientAccumulation)->float:
     at = self.plan.step_position(epoch, self.plan.done(i, offset), self.in_use)
     return pct if at is None else at
 
-# %% ../nbs/10_accumulate.ipynb #f617ef96
+# %% ../nbs/10_accumulate.ipynb #71c6fdcb
 LR_SCALES = {None: 0., 'linear': 1., 'sqrt': 0.5}   # `lr_scale`: the power of the batch ratio
 
 class StepHypers:
@@ -511,7 +501,7 @@ class StepHypers:
         lr_scale:str|None=None, # `None`, 'linear', or 'sqrt'
     ):
         self.learn,self.reference,self.power,self.unscaled = learn,reference,LR_SCALES[lr_scale],None
-        self.schedulers = [cb for cb in learn.cbs if isinstance(cb, ParamScheduler)]   # (`LRFinder` too: it counts steps)
+        self.schedulers = [cb for cb in learn.cbs if isinstance(cb, ParamScheduler)]   # (`LRFinder` too)
 
     def factor(self, in_use:int)->float:
         "What a step's lr is multiplied by with the batch `in_use`"
@@ -521,13 +511,14 @@ class StepHypers:
         position:float, # The step's place in training (the large batch's `pct_train`)
         in_use:int, # The step's batch size
     ):
-        "Have the schedulers set the hyper-parameters at `position`; then, with `lr_scale`, the lr times `factor(in_use)`"
+        "Have the schedulers set the hyper-parameters at `position`; then, with `lr_scale`, the lr times the factor"
         learn = self.learn
-        micro_pct,learn.pct_train = learn.pct_train,position
-        try:
-            for sched in self.schedulers:
-                if sched.run: sched.before_batch()
-        finally: learn.pct_train = micro_pct
+        if self.schedulers:
+            micro_pct,learn.pct_train = learn.pct_train,position
+            try:
+                for sched in self.schedulers:
+                    if sched.run: sched.before_batch()
+            finally: learn.pct_train = micro_pct
         if self.power:
             opt = learn.opt
             self.unscaled = [h['lr'] for h in opt.hypers]
@@ -538,7 +529,7 @@ class StepHypers:
         if self.unscaled is not None and self.learn.opt is not None: self.learn.opt.set_hyper('lr', self.unscaled)
         self.unscaled = None
 
-# %% ../nbs/10_accumulate.ipynb #b807cddf
+# %% ../nbs/10_accumulate.ipynb #6cc73137
 class ItemCounter:
     "`count_items`: each micro-batch's items, left on the device they come on; micro-batches without items kept out"
     def __init__(self,
@@ -551,18 +542,20 @@ class ItemCounter:
         self.estimate,self.nonzero,self.hooked = True,None,False
 
     def count(self, learn, n:int, window):
-        "The micro-batch's items; the first also sets the window's items per sample (the gradient's scale while it accumulates)"
+        "The micro-batch's items; the fit's first sets the items per sample (the gradient's scale while it accumulates)"
         items = self.count_items(learn)
-        if isinstance(items, torch.Tensor) and items.numel() == 1 and _stays_on_device(items) and not self.estimate: return items
+        on_device = isinstance(items, torch.Tensor) and items.numel() == 1 and _stays_on_device(items)
+        if on_device and not self.estimate: return items
         items = check_count('count_items', items, _COUNT_ITEMS_FIX)
         if self.estimate:   # once per fit, alike in every process
             per_sample = max(items, 1)/n
-            if self.plan.world_size > 1: per_sample = self.sync.sum(per_sample, find_device(learn.xb))/self.plan.world_size
+            world = self.plan.world_size
+            if world > 1: per_sample = self.sync.sum(per_sample, find_device(learn.xb))/world
             window.items_per_sample,self.estimate = per_sample,False
         return items
 
     def guard(self, learn, items):
-        "A micro-batch without items: a zero loss (a count read here), or hooks that drop its gradient (a count on a device)"
+        "A micro-batch without items: a zero loss (a count read here), or hooks drop its gradient (a count on a device)"
         if not isinstance(items, torch.Tensor):
             self.nonzero = None
             if not items: learn.loss_grad = _zero_loss(learn.pred, learn.loss_grad)
@@ -575,7 +568,7 @@ class ItemCounter:
 
     def _drop_without_items(self, grad): return grad if self.nonzero is None else torch.where(self.nonzero, grad, 0.)
 
-# %% ../nbs/10_accumulate.ipynb #92d6d008
+# %% ../nbs/10_accumulate.ipynb #937949a2
 @patch
 def state_dict(self:GradientAccumulation)->dict:
     "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
@@ -584,7 +577,8 @@ def state_dict(self:GradientAccumulation)->dict:
     return dict(setting=self.fixed.setting, n_steps=self.n_steps, in_use=self.in_use, found_bs=self.micro_bs,
                 told=None if self.runner is None else self.runner.told,
                 items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
-                lr_reference=None if hypers is None else hypers.reference, unscaled_lrs=None if hypers is None else hypers.unscaled,
+                lr_reference=None if hypers is None else hypers.reference,
+                unscaled_lrs=None if hypers is None else hypers.unscaled,
                 next_position=self._next if self.plan is not None and self.learn.training else None)
 
 @patch
@@ -598,7 +592,8 @@ def load_state_dict(self:GradientAccumulation, state:dict):
 @patch
 def _take_up(self:GradientAccumulation, state:dict):
     self.n_steps,self._next,self._pending = state['n_steps'],state.get('next_position'),None
-    if self.runner is not None and state['found_bs']: self.runner.size,self.runner.told = state['found_bs'],state['told']
+    runner = self.runner
+    if runner is not None and state['found_bs']: runner.size,runner.told = state['found_bs'],state['told']
     if state['items_per_sample'] is not None and self.counter is not None:
         self.window.items_per_sample,self.counter.estimate = state['items_per_sample'],False
     if self.hypers is not None and state['lr_reference'] is not None:

@@ -20,38 +20,41 @@ from .parts import WindowListener
 __all__ = ['batch_moments', 'saved_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm',
            'batchnorm_warning', 'BatchNormWarning', 'fit_batchnorm']
 
-# %% ../nbs/15_batchnorm.ipynb #a57ba37e
+# %% ../nbs/15_batchnorm.ipynb #7f7d6eb3
 def batch_moments(
     x:torch.Tensor, # A BatchNorm layer's input: (batch, channels) or (batch, channels, *spatial)
 )->tuple:
     "Per-channel (count, mean, M2) of `x`, over every dimension but the channels', in float32 at least"
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
-        raise ValueError(f'`x` must be a BatchNorm input of shape (batch, channels, ...), got {getattr(x, "shape", x)!r}.')
+        raise ValueError('`x` must be a BatchNorm input of shape (batch, channels, ...), '
+                         f'got {getattr(x, "shape", x)!r}.')
     x = x.detach()
-    if x.dtype not in (torch.float32, torch.float64): x = x.float()   # half precision: reduced in float32, as BatchNorm's statistics are
+    # half precision: reduced in float32, as BatchNorm's statistics are
+    if x.dtype not in (torch.float32, torch.float64): x = x.float()
     n = x.numel()//x.shape[1] if x.shape[1] else 0
-    if not n: return 0,x.new_zeros(x.shape[1]),x.new_zeros(x.shape[1])   # an empty batch: no values (and no warning from var_mean)
+    # an empty batch: no values (and no warning from var_mean)
+    if not n: return 0,x.new_zeros(x.shape[1]),x.new_zeros(x.shape[1])
     dims = [0, *range(2, x.dim())]
     if x.device.type != 'cpu':
         var,mean = torch.var_mean(x, dims, correction=0)   # one fused kernel
         return n,mean,var.mul_(n)
-    # on the CPU, var_mean's reduction over these dimensions is several times slower than two passes (as BatchNorm's own)
+    # on the CPU, var_mean over these dimensions is several times slower than two passes (as BatchNorm's own)
     mean = x.mean(dims, keepdim=True)
     return n,mean.flatten(),(x - mean).square_().sum(dims)
 
-# %% ../nbs/15_batchnorm.ipynb #49478532
+# %% ../nbs/15_batchnorm.ipynb #f6ab6d5a
 def saved_moments(
     output:torch.Tensor, # A BatchNorm layer's output, from a training-mode forward
     x:torch.Tensor, # Its input
 )->tuple|None:
-    "Per-channel (count, mean, invstd, eps) of `x` as PyTorch's BatchNorm kernel computed them and saved them for the backward; None where it saved none"
+    "Per-channel (count, mean, invstd, eps) of `x` as PyTorch's BatchNorm kernel saved them for the backward, or None"
     fn = output.grad_fn
     if fn is None or type(fn).__name__ != 'NativeBatchNormBackward0': return None
     mean,invstd = getattr(fn, '_saved_result1', None),getattr(fn, '_saved_result2', None)
     if mean is None or invstd is None or mean.shape != x.shape[1:2]: return None
     return x.numel()//x.shape[1],mean,invstd,fn._saved_eps
 
-# %% ../nbs/15_batchnorm.ipynb #1aa977dd
+# %% ../nbs/15_batchnorm.ipynb #a72263d7
 def combine_moments(
     parts:list, # Each set's (count, mean, M2), or (count, mean, invstd, eps) from `saved_moments` (one eps for all)
 )->tuple|None:
@@ -61,18 +64,21 @@ def combine_moments(
     saved,computed = [p for p in parts if len(p) == 4],[p for p in parts if len(p) == 3]
     parts,device = saved + computed,parts[0][1].device
     n,wide = sum(p[0] for p in parts),_wide(device)
-    counts = torch.tensor([float(p[0]) for p in parts], dtype=wide).to(device, non_blocking=True)   # (no wait for the device)
+    # (non_blocking: no wait for the device)
+    counts = torch.tensor([float(p[0]) for p in parts], dtype=wide).to(device, non_blocking=True)
     means = torch.stack([p[1] for p in parts]).to(wide)   # (sets, channels)
     variances = []   # each set's biased variance
-    if saved: variances.append(torch.stack([p[2] for p in saved]).to(wide).pow_(-2).sub_(saved[0][3]).clamp_(min=0))   # 1/invstd² - eps
-    if computed: variances.append(torch.stack([p[2] for p in computed]).to(wide).div_(counts[len(saved):, None]))   # M2/n
+    if saved:   # 1/invstd² - eps
+        variances.append(torch.stack([p[2] for p in saved]).to(wide).pow_(-2).sub_(saved[0][3]).clamp_(min=0))
+    if computed:   # M2/n
+        variances.append(torch.stack([p[2] for p in computed]).to(wide).div_(counts[len(saved):, None]))
     var = variances[0] if len(variances) == 1 else torch.cat(variances)
     mean = torch.mv(means.T, counts).div_(n)
     return n,mean,torch.mv(var.add_((means - mean).square_()).T, counts)   # M2 = sum of n_i*(var_i + (mean_i - mean)²)
 
 def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
 
-# %% ../nbs/15_batchnorm.ipynb #2841bc4b
+# %% ../nbs/15_batchnorm.ipynb #a3d8e046
 @torch.no_grad()
 def update_running_stats(
     layer:_BatchNorm, # A BatchNorm layer that tracks running statistics
@@ -82,20 +88,23 @@ def update_running_stats(
 ):
     "Update `layer`'s running statistics as one training-mode forward of those values does"
     if not (isinstance(layer, _BatchNorm) and layer.track_running_stats):
-        raise ValueError(f'`layer` must be a BatchNorm layer that tracks running statistics, got {type(layer).__name__}.')
+        raise ValueError('`layer` must be a BatchNorm layer that tracks running statistics, '
+                         f'got {type(layer).__name__}.')
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f'`n` must be an int > 1 (values per channel; a training forward of one value raises), got {n!r}.')
+        raise ValueError('`n` must be an int > 1 (values per channel; a training forward of one value raises), '
+                         f'got {n!r}.')
     for name,t in (('mean', mean), ('m2', m2)):
         if not isinstance(t, torch.Tensor) or t.shape != (layer.num_features,):
-            raise ValueError(f'`{name}` must be a tensor of shape ({layer.num_features},), one value per channel of the layer, '
-                             f'got {getattr(t, "shape", t)!r}.')
+            raise ValueError(f'`{name}` must be a tensor of shape ({layer.num_features},), one value per channel of '
+                             f'the layer, got {getattr(t, "shape", t)!r}.')
     nbt = layer.num_batches_tracked
     if nbt is not None: nbt.add_(1)
     if layer.momentum is not None: factor = layer.momentum
     elif nbt is not None: factor = 1/nbt   # the cumulative average, on the device (PyTorch reads the count back)
     else: return   # (no count, no momentum: PyTorch's factor is 0)
     var = m2/max(n-1, 1)   # (a training forward of one value per channel raises in PyTorch: n > 1 here)
-    for buf,stat in ((layer.running_mean, mean), (layer.running_var, var)): buf.lerp_(stat.to(buf.dtype), factor)   # (1-f)*running + f*stat
+    for buf,stat in ((layer.running_mean, mean), (layer.running_var, var)):
+        buf.lerp_(stat.to(buf.dtype), factor)   # (1-f)*running + f*stat
 
 # %% ../nbs/15_batchnorm.ipynb #35e6cf2e
 def batchnorm_layers(
@@ -104,48 +113,55 @@ def batchnorm_layers(
     "The model's BatchNorm layers (`SyncBatchNorm` too) that track running statistics, by name"
     return {name:m for name,m in model.named_modules() if isinstance(m, _BatchNorm) and m.track_running_stats}
 
-# %% ../nbs/15_batchnorm.ipynb #b67cbb0c
+# %% ../nbs/15_batchnorm.ipynb #6256f423
 def _model_of(obj):
     "The model to watch: `obj` itself, or an accumulation callback's `learn.model`; inside a DDP wrapper"
     model = obj if isinstance(obj, nn.Module) else getattr(getattr(obj, 'learn', None), 'model', None)
-    if not isinstance(model, nn.Module): raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
+    if not isinstance(model, nn.Module):
+        raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
-# %% ../nbs/15_batchnorm.ipynb #1e3f0052
-_graph_task_id = getattr(torch._C, '_current_graph_task_id', None)   # (private to PyTorch, in 2.x; without it, recomputations count)
+# %% ../nbs/15_batchnorm.ipynb #918f8298
+# (private to PyTorch, in 2.x; without it, recomputations count)
+_graph_task_id = getattr(torch._C, '_current_graph_task_id', None)
 
 def _in_backward()->bool:
     "Whether autograd runs a backward in this thread (where activation checkpointing recomputes forwards)"
     return _graph_task_id is not None and _graph_task_id() != -1
 
 class WindowBatchNorm(WindowListener):
-    "Update BatchNorm's running statistics once per window (once per call, for a layer a forward calls more than once), from the window's exact mean and unbiased variance, as one forward of the large batch would"
+    """Update BatchNorm's running statistics once per window (per call, for a layer a forward calls more than once),
+    from the window's exact mean and unbiased variance, as one forward of the large batch would"""
     def __init__(self,
-        model:nn.Module|None=None, # A model to watch at once (or an accumulation callback, whose `learn.model` it is); else `start` it later
+        model:nn.Module|None=None, # The model to watch now (or a callback with `learn.model`); else `start` one later
     ):
         self.model,self.layers,self.names,self._handles,self._off = None,[],[],[],set()
-        # per layer: (call, moments) of its training forwards in this micro-batch; the window's moments by call ([call][micro-batch])
+        # per layer: the (call, moments) of its training forwards in this micro-batch, and the window's moments by
+        # call ([call][micro-batch])
         self._pending,self._window = [],[]
-        self._calls,self._paused = [],0   # each layer's calls so far in this micro-batch (or piece of one); the depth of `paused`
+        # each layer's calls so far in this micro-batch (or piece of one); the depth of `paused`
+        self._calls,self._paused = [],0
         if model is not None: self.start(model)
 
     def start(self,
         model:nn.Module|None=None, # The model to watch (or an accumulation callback): default, the last one
     ):
-        "Hook the model's BatchNorm layers that track running statistics (`batchnorm_layers`); whatever was held is forgotten"
+        "Hook the model's BatchNorm layers that track running statistics (`batchnorm_layers`), forgetting what was held"
         self.remove()
         if model is not None: self.model = _model_of(model)
         if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
         layers = batchnorm_layers(self.model)
         self.names,self.layers = list(layers),list(layers.values())
-        self._pending,self._window,self._calls = [[] for _ in self.layers],[[] for _ in self.layers],[0]*len(self.layers)
+        self._pending,self._window = [[] for _ in self.layers],[[] for _ in self.layers]
+        self._calls = [0]*len(self.layers)
         for i,layer in enumerate(self.layers):
             self._handles += [layer.register_forward_pre_hook(partial(self._before, i)),
                               layer.register_forward_hook(partial(self._after, i), always_call=True)]
         return self
 
     def remove(self):
-        "Remove the hooks, put back every flag they turned off (after an interrupted forward too), and forget everything; safe to call again"
+        """Remove the hooks, put back every flag they turned off (after an interrupted forward too), and forget
+        everything; safe to call again"""
         for h in self._handles: h.remove()
         for i in self._off: self.layers[i].track_running_stats = True
         self._handles,self._off,self.layers,self.names,self._pending,self._window = [],set(),[],[],[],[]
@@ -155,15 +171,17 @@ class WindowBatchNorm(WindowListener):
     def _before(self, i, layer, args):
         "In training mode: normalize with the micro-batch as PyTorch does, but keep the running statistics out of it"
         if layer.training and layer.track_running_stats:
-            layer.track_running_stats = False   # `_BatchNorm.forward` then passes no running buffers, and counts no batch
+            layer.track_running_stats = False   # `_BatchNorm.forward` then passes no running buffers, counts no batch
             self._off.add(i)
 
     def _after(self, i, layer, args, output):
-        "Put the flag back (even when the forward raised: `output` is then None), and keep the call's moments, numbered in the micro-batch"
+        """Put the flag back (even when the forward raised: `output` is then None), and keep the call's moments,
+        numbered in the micro-batch"""
         if i not in self._off: return
         layer.track_running_stats = True
         self._off.discard(i)
-        if output is None or not args or self._paused or _in_backward(): return   # (a recomputation by activation checkpointing)
+        if output is None or not args or self._paused: return
+        if _in_backward(): return   # (a recomputation by activation checkpointing)
         call = self._calls[i]
         self._calls[i] = call + 1
         self._pending[i].append((call, saved_moments(output, args[0]) or batch_moments(args[0])))
@@ -176,15 +194,17 @@ class WindowBatchNorm(WindowListener):
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
 
-# %% ../nbs/15_batchnorm.ipynb #ba0c5c4d
+# %% ../nbs/15_batchnorm.ipynb #5ebcf0ae
 @patch
 def micro_batch_done(self:WindowBatchNorm,
     kept:bool, # Whether the micro-batch's backward went into the window
 ):
-    "The micro-batch is over: add what its forwards recorded (all of them, since the last call) to the window's statistics if `kept`, else forget it"
+    """The micro-batch is over: add what its forwards recorded (all of them, since the last call) to the window's
+    statistics if `kept`, else forget it"""
     for pending,calls in zip(self._pending, self._window):
         if not pending: continue
-        if kept:   # the k-th call of a layer in a forward joins the window's k-th calls; combined when the window closes (no tensor operation here)
+        # a layer's k-th call in a forward joins the window's k-th calls: no tensor operation until the window closes
+        if kept:
             for call,moments in pending:
                 if call >= len(calls): calls += [[] for _ in range(call + 1 - len(calls))]
                 calls[call].append(moments)
@@ -193,12 +213,13 @@ def micro_batch_done(self:WindowBatchNorm,
 
 @patch
 def new_piece(self:WindowBatchNorm):
-    "The forwards that follow are another piece of the same micro-batch (`WholeBatchLoss`'s second pass): each layer's calls are numbered from 0 again"
+    "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0 again"
     self._calls = [0]*len(self.layers)
 
 @patch
 def paused(self:WindowBatchNorm):
-    "A context: forwards of the model inside neither update the running statistics nor add to the window (a pass the large batch does not make, as `WholeBatchLoss`'s first)"
+    """A context: forwards of the model inside it neither update the running statistics nor add to the window
+    (a pass the large batch does not make, as `WholeBatchLoss`'s first)"""
     return _paused(self)
 
 @contextmanager
@@ -207,10 +228,11 @@ def _paused(wbn):
     try: yield wbn
     finally: wbn._paused -= 1
 
-# %% ../nbs/15_batchnorm.ipynb #7a8ee219
+# %% ../nbs/15_batchnorm.ipynb #e499295b
 @patch
 def window_closed(self:WindowBatchNorm, window=None):
-    "The window stepped: update each layer's running statistics once per call in a forward (once for most layers) from the window's (over every process, for `SyncBatchNorm`), then empty the window"
+    """The window stepped: update each layer's running statistics from the window's (over every process, for
+    `SyncBatchNorm`), once per call in a forward (once for most layers), then empty the window"""
     window = self._all_reduce_sync_batchnorms([[combine_moments(parts) for parts in calls] for calls in self._window])
     for layer,calls in zip(self.layers, window):
         for w in calls:   # in call order, as the large batch's forward
@@ -226,7 +248,7 @@ def window_dropped(self:WindowBatchNorm):
 def _all_reduce_sync_batchnorms(self:WindowBatchNorm,
     window:list, # Per layer, the (count, mean, M2) of each of its calls in this process's window (None: no values)
 )->list:
-    "Under torch.distributed: each `SyncBatchNorm` layer's window over every process of its group (see 'Under DDP' below)"
+    "Under torch.distributed: each `SyncBatchNorm` layer's window over all processes of its group (see 'Under DDP')"
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()): return window
     groups = []   # [(process group, [layer indices])], in the layers' order: the same in every process
@@ -241,15 +263,16 @@ def _all_reduce_sync_batchnorms(self:WindowBatchNorm,
 @patch
 @torch.no_grad()
 def _all_reduce_group(self:WindowBatchNorm,
-    window:list, # Per layer, its calls' (count, mean, M2) in this process's window, or None: these layers' entries are replaced
+    window:list, # Per layer, its calls' (count, mean, M2) in this process's window, or None: these layers' are replaced
     group, # Their process group (None: the default)
     idx:list, # Their places in `self.layers`
 ):
-    "Two all-reduces: the calls of each layer (the most of any process), then float64 (count, sum, sum of squares) of every call's window"
+    "Two all-reduces: each layer's calls (the most of any process), then float64 (count, sum, sum of squares) per call"
     device = self.layers[idx[0]].running_mean.device
     calls = torch.tensor([len(window[i]) for i in idx], device=device)   # (a process may have seen no call of a layer)
     torch.distributed.all_reduce(calls, op=torch.distributed.ReduceOp.MAX, group=group)
-    entries = [(i, k) for i,c in zip(idx, calls.tolist()) for k in range(c)]   # (layer, call), the same list in every process
+    # (layer, call) pairs, the same list in every process
+    entries = [(i, k) for i,c in zip(idx, calls.tolist()) for k in range(c)]
     if not entries: return
     parts = []
     for i,k in entries:
@@ -264,18 +287,21 @@ def _all_reduce_group(self:WindowBatchNorm,
     sizes = [self.layers[i].num_features for i,_ in entries]
     starts = [0, *accumulate(1 + 2*c for c in sizes[:-1])]
     for i in idx: window[i] = []
-    for (i,k),c,at,n in zip(entries, sizes, starts, flat[starts].tolist()):   # the counts (with the calls': two reads a step)
+    # reads the counts (with the calls': two reads a step)
+    for (i,k),c,at,n in zip(entries, sizes, starts, flat[starts].tolist()):
         mean = flat[at+1:at+1+c]/n if n else None
         window[i].append((round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0)) if n else None)
 
-# %% ../nbs/15_batchnorm.ipynb #b0fcad8e
+# %% ../nbs/15_batchnorm.ipynb #fc869f0f
 @patch
 def state_dict(self:WindowBatchNorm)->dict:
-    "The window's statistics, by layer name and call in a forward: {name: [{'count', 'mean', 'm2'} or None, ...]}, tensors on the CPU"
+    """The window's statistics, by layer name and call in a forward, on the CPU:
+    {name: [{'count', 'mean', 'm2'} or None, ...]}"""
     state = {}
     for name,calls in zip(self.names, self._window):
         window = [combine_moments(parts) for parts in calls]
-        if any(w is not None for w in window): state[name] = [None if w is None else dict(count=w[0], mean=w[1].cpu(), m2=w[2].cpu()) for w in window]
+        if any(w is not None for w in window):
+            state[name] = [None if w is None else dict(count=w[0], mean=w[1].cpu(), m2=w[2].cpu()) for w in window]
     return state
 
 @patch
@@ -284,23 +310,30 @@ def load_state_dict(self:WindowBatchNorm,
 ):
     "Hold the window's statistics of `state`, for this model's layers of the same names (and forget what was held)"
     unknown = sorted(set(state) - set(self.names))
-    if unknown: raise ValueError(f'WindowBatchNorm.load_state_dict: this model has no BatchNorm layer tracking running statistics called {unknown} '
-                                 f'(it has {self.names}). Load the state into the model it came from.')
+    if unknown:
+        raise ValueError('WindowBatchNorm.load_state_dict: this model has no BatchNorm layer tracking running '
+                         f'statistics called {unknown} (it has {self.names}). '
+                         'Load the state into the model it came from.')
     self.window_dropped()
     for i,name in enumerate(self.names):
         if name not in state: continue
         layer = self.layers[i]
         device = layer.running_mean.device
-        calls = [state[name]] if isinstance(state[name], dict) else state[name]   # (a dict: one call, the form before calls were told apart)
-        if not isinstance(calls, (list, tuple)): raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` must hold a list of '
-            f"calls (each None or a dict of 'count', 'mean', 'm2'), got {type(calls).__name__}.")
+        # (a dict: one call, the form before calls were told apart)
+        calls = [state[name]] if isinstance(state[name], dict) else state[name]
+        if not isinstance(calls, (list, tuple)):
+            raise ValueError(f"WindowBatchNorm.load_state_dict: `{name}` must hold a list of calls (each None or a "
+                             f"dict of 'count', 'mean', 'm2'), got {type(calls).__name__}.")
         for s in calls: _check_moments(name, s, layer.num_features)
-        self._window[i] = [[] if s is None else [(s['count'], s['mean'].to(device, _wide(device)), s['m2'].to(device, _wide(device)))] for s in calls]
+        wide = _wide(device)
+        self._window[i] = [[] if s is None else [(s['count'], s['mean'].to(device, wide), s['m2'].to(device, wide))]
+                           for s in calls]
 
 def _check_moments(name, s, channels):
     "One call's saved statistics: None, or a positive count and a mean and M2 with one value per channel"
     if s is None: return
-    fix = f"(a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({channels},)): load a state made for this model."
+    fix = (f"(a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({channels},)): "
+           'load a state made for this model.')
     if not isinstance(s, dict) or set(s) != {'count', 'mean', 'm2'}:
         raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` holds {s!r}, not the statistics of a call {fix}')
     count = s['count']
@@ -308,26 +341,28 @@ def _check_moments(name, s, channels):
         raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` has count={count!r} {fix}')
     for key in ('mean', 'm2'):
         if not isinstance(s[key], torch.Tensor) or s[key].shape != (channels,):
-            raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` has {key} of shape {tuple(getattr(s[key], "shape", ()))}, '
-                             f'the layer has {channels} channels {fix}')
+            raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` has {key} of shape '
+                             f'{tuple(getattr(s[key], "shape", ()))}, the layer has {channels} channels {fix}')
 
-# %% ../nbs/15_batchnorm.ipynb #9ffad46a
+# %% ../nbs/15_batchnorm.ipynb #31cb616b
 def batchnorm_warning(
-    batchnorm:str='window', # How the running statistics are updated: 'window' (once per window) or 'micro' (PyTorch's, per micro-batch)
+    batchnorm:str='window', # 'window': running statistics updated once per window; 'micro': PyTorch's, per micro-batch
     samples:int|None=None, # Samples in the window, for the message
 )->str:
     "The once-per-fit warning for BatchNorm layers that see micro-batches: what is exact, what is not, and the remedy"
     if batchnorm not in ('window', 'micro'):
-        raise ValueError(f"`batchnorm` must be 'window' or 'micro', got {batchnorm!r}. Pass batchnorm='window' (running statistics of the window) "
-                         "or batchnorm='micro' (PyTorch's, per micro-batch).")
+        raise ValueError(f"`batchnorm` must be 'window' or 'micro', got {batchnorm!r}. Pass batchnorm='window' "
+                         "(running statistics of the window) or batchnorm='micro' (PyTorch's, per micro-batch).")
     seen = f'micro-batches of a window of {samples} samples' if samples else 'micro-batches of a larger window'
     if batchnorm == 'window':
-        return (f"BatchNorm layers see {seen}: their running statistics (used in eval mode) are the window's, but training normalizes "
-                'each micro-batch with its own statistics. Where that matters, use GroupNorm or LayerNorm, or a larger micro-batch.')
-    return (f"BatchNorm layers see {seen}: training normalizes each micro-batch with its own statistics, and batchnorm='micro' updates "
-            "the running statistics at every micro-batch. Pass batchnorm='window' for the window's running statistics.")
+        return (f"BatchNorm layers see {seen}: their running statistics (used in eval mode) are the window's, but "
+                'training normalizes each micro-batch with its own statistics. Where that matters, use GroupNorm or '
+                'LayerNorm, or a larger micro-batch.')
+    return (f"BatchNorm layers see {seen}: training normalizes each micro-batch with its own statistics, and "
+            "batchnorm='micro' updates the running statistics at every micro-batch. Pass batchnorm='window' for the "
+            "window's running statistics.")
 
-# %% ../nbs/15_batchnorm.ipynb #f2fa9ae1
+# %% ../nbs/15_batchnorm.ipynb #33d82d9d
 class BatchNormWarning(WindowListener):
     "Say once, at the first window of more than one micro-batch, what BatchNorm layers see of a window"
     def __init__(self,
@@ -337,7 +372,8 @@ class BatchNormWarning(WindowListener):
 
     def window_closed(self, window):
         if self.told or window.samples <= window.last: return
-        warnings.warn(batchnorm_warning(self.mode, window.samples*self.world_size) + ' (warn_batchnorm=False silences this.)')
+        warnings.warn(batchnorm_warning(self.mode, window.samples*self.world_size)
+                      + ' (warn_batchnorm=False silences this.)')
         self.told = True
 
 def fit_batchnorm(model:nn.Module, # The Learner's model
@@ -350,9 +386,9 @@ def fit_batchnorm(model:nn.Module, # The Learner's model
     "A fit's BatchNorm listeners: `WindowBatchNorm` (with 'window', where the model has such layers) and the warning"
     training = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
     if training and warn and whole_batch_loss:
-        warnings.warn('whole_batch_loss with BatchNorm layers: they normalise each micro-batch with its own statistics and see it '
-                      "twice (two forwards), so the gradient is not the whole batch's. Use LayerNorm or GroupNorm. "
-                      '(warn_batchnorm=False silences this.)')
+        warnings.warn('whole_batch_loss with BatchNorm layers: they normalise each micro-batch with its own statistics '
+                      "and see it twice (two forwards), so the gradient is not the whole batch's. Use LayerNorm or "
+                      'GroupNorm. (warn_batchnorm=False silences this.)')
     parts = [BatchNormWarning(mode, world_size)] if training and warn else []
     if mode != 'window' or not batchnorm_layers(model): return parts
     wbn = WindowBatchNorm(model)

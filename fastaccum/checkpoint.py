@@ -140,7 +140,7 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
     # your own training's file, whose checksum was just verified (never load a checkpoint from a source you do not trust)
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
-# %% ../nbs/22_checkpoint.ipynb #0b849b00
+# %% ../nbs/22_checkpoint.ipynb #3e699b6b
 def _random_states():
     "The process's random states: Python's, NumPy's, torch's on the CPU and on every CUDA device"
     return dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state(),
@@ -216,7 +216,7 @@ def _settings(cb)->dict:
     values = {n: getattr(cb, n, None) for n in names}
     if isinstance(cb, GradientAccumulation):   # its batch size: the setting, not the batch a fit has in use
         for n in ('accum_bs', 'accum_items'):
-            if n in values: values[n] = cb.fixed.setting if (n == 'accum_items') == cb.by_items else None
+            if n in values: values[n] = cb.fixed.setting if n == cb.fixed.name else None
     return values
 
 def _callback_config(cb):
@@ -269,7 +269,7 @@ def _recorder_state(recorder):
     metrics = [{k: v for k,v in vars(m).items() if not callable(v)} for m in recorder.metrics] if recorder.train_metrics else None
     return dict(lrs=list(recorder.lrs), losses=list(recorder.losses), iters=list(recorder.iters),
                 values=[list(v) for v in recorder.values], smooth_loss=(smooth.count, smooth.val), metrics=metrics,
-                hps=getattr(recorder, 'hps', None))
+                hps=getattr(recorder, 'hps', None), accum_bs=getattr(recorder, 'accum_bs', None))   # (one-cycle's, the schedule's)
 
 _TRACKED = ('best', 'wait', 'new_best', 'last_saved_path')   # what fastai's trackers carry from epoch to epoch
 
@@ -296,7 +296,7 @@ def _fit_path(first:Path, k:int)->Path:
     "The file of fit `k` of the run whose fit 0 writes `first`"
     return first if k == 0 else first.with_name(f'{first.stem}.fit{k}{first.suffix}')
 
-# %% ../nbs/22_checkpoint.ipynb #ce039998
+# %% ../nbs/22_checkpoint.ipynb #dfeda9bd
 class TrainingCheckpoint(Callback):
     "Save everything a fit needs to continue at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
     order = 99   # after every other callback: the Recorder (50) has logged the batch, schedulers (60) and fastaccum have done theirs
@@ -497,14 +497,19 @@ class TrainingCheckpoint(Callback):
         if recorder is None or saved is None: return
         recorder.lrs,recorder.losses,recorder.iters,recorder.values = saved['lrs'],saved['losses'],saved['iters'],saved['values']
         recorder.smooth_loss.count,recorder.smooth_loss.val = saved['smooth_loss']
-        if saved['hps'] is not None: recorder.hps = saved['hps']
+        for name in ('hps', 'accum_bs'):
+            if saved[name] is not None: setattr(recorder, name, saved[name])
         if recorder.values: self.learn.final_record = recorder.values[-1].copy()
         if recorder.losses: self.learn.smooth_loss = recorder.losses[-1]
 
-    def _pause(self):
+    def _pause(self, later:bool=False):
         "The finished epochs are skipped: no other callback sees them (but the progress bar, whose epochs count from 0)"
-        self._paused = [(cb, cb.run) for cb in self.learn.cbs if cb is not self and not isinstance(cb, ProgressCallback)]
-        for cb,_ in self._paused: object.__setattr__(cb, 'run', False)
+        # (in `before_fit` those before this one, which have started the fit; the others when the first epoch is skipped)
+        cbs = list(self.learn.cbs.sorted('order'))
+        cbs = cbs[cbs.index(self)+1:] if later else cbs[:cbs.index(self)]
+        paused = [(cb, cb.run) for cb in cbs if not isinstance(cb, ProgressCallback)]
+        for cb,_ in paused: object.__setattr__(cb, 'run', False)
+        self._paused += paused
 
     def _unpause(self):
         for cb,run in self._paused: object.__setattr__(cb, 'run', run)
@@ -512,7 +517,9 @@ class TrainingCheckpoint(Callback):
 
     def before_epoch(self):
         "Skip the epochs the checkpoint had finished"
-        if self._on and self._resume is not None and self.epoch < self._resume['position']['epoch']: raise CancelEpochException()
+        if not (self._on and self._resume is not None and self.epoch < self._resume['position']['epoch']): return
+        if self.epoch == 0: self._pause(later=True)
+        raise CancelEpochException()
 
     def before_train(self):
         "Note the random states as the epoch starts (they draw its order); in the resumed epoch, put them back"

@@ -11,7 +11,7 @@ import math, numbers
 # %% auto #0
 __all__ = ['check_positive_int', 'check_bool', 'check_positive', 'check_optional_int', 'check_choice', 'check_count']
 
-# %% ../nbs/internals/checks.ipynb #ec93eb1e
+# %% ../nbs/internals/checks.ipynb #0db0dbb2
 def check_positive_int(
     name:str, # The parameter's name, for the message
     value, # The value to check
@@ -27,7 +27,8 @@ def check_bool(
     value, # The value to check
 )->bool:
     "Return `value` if it is a bool, else raise a `ValueError` that names `name`"
-    if not isinstance(value, bool): raise ValueError(f"`{name}` must be True or False, got {value!r}. Pass {name}=True or {name}=False.")
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False, got {value!r}. Pass {name}=True or {name}=False.")
     return value
 
 def check_positive(
@@ -66,7 +67,8 @@ def check_count(
     "`value` as a finite number >= 0 (a one-element tensor is read), else a `ValueError` naming `name` and `fix`"
     if hasattr(value, 'numel') and value.numel() == 1: value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f'`{name}` must give a number (an int, a float or a one-element tensor), got {value!r}. {fix}'.strip())
+        raise ValueError(f'`{name}` must give a number (an int, a float or a one-element tensor), got {value!r}. '
+                         f'{fix}'.strip())
     value = float(value) if not isinstance(value, numbers.Integral) else int(value)
     if not math.isfinite(value) or value < 0:
         raise ValueError(f'`{name}` gave {value}: a count must be finite and not negative. {fix}'.strip())

@@ -115,13 +115,23 @@ def fastai_batch(learn, # The `Learner`
     learn._with_events(learn._step, 'step', CancelStepException)
     learn.opt.zero_grad()
 
-# %% ../nbs/43_runner.ipynb #c2f503e3
+# %% ../nbs/43_runner.ipynb #2fd10cff
+_PASS_ON_RESET = {('fastai.distributed', 'DataParallel.reset'), ('fastai.distributed', 'DistributedDataParallel.reset'),
+                  ('fastai.text.models.core', 'SequentialRNN.reset'),
+                  ('fastai.text.models.core', 'SentenceEncoder.reset')}
+
+def _keeps_state(m):
+    "Whether the module `m` keeps state between batches: its class has a `reset()` of its own"
+    reset = getattr(type(m), 'reset', None)
+    if not callable(reset): return False
+    where = getattr(reset, '__module__', None) or ''
+    return (where, getattr(reset, '__qualname__', None)) not in _PASS_ON_RESET and not where.startswith('torchmetrics')
+
 def stateful_module(model, # A model
                    )->str|None:
     "The first module of `model` that keeps state between batches (its class has `reset()`, as `AWD_LSTM`), or `None`"
     for name,m in model.named_modules():
-        if callable(getattr(type(m), 'reset', None)):
-            return f'`{name}` ({type(m).__name__})' if name else f'the model ({type(m).__name__})'
+        if _keeps_state(m): return f'`{name}` ({type(m).__name__})' if name else f'the model ({type(m).__name__})'
     return None
 
 def stateful_error(stateful:str, # What `stateful_module` found
@@ -138,7 +148,7 @@ def stateful_error(stateful:str, # What `stateful_module` found
                       f"between batches: {stateful} has a reset() method, as fastai's AWD_LSTM (reset by "
                       f'ModelResetter). Each row of a piece would start from the state another piece left. {fix}')
 
-# %% ../nbs/43_runner.ipynb #37388f8c
+# %% ../nbs/43_runner.ipynb #2b66688d
 class BatchRunner(WindowListener):
     "Runs each loader batch through fastai's events: whole, split into pieces of at most `size`, GradCache's two passes"
     def __init__(self,
@@ -196,7 +206,7 @@ class BatchRunner(WindowListener):
         learn._split(learn._set_device(b))
         learn._with_events(lambda: fastai_batch(learn, forward, backward), 'batch', CancelBatchException)
 
-# %% ../nbs/43_runner.ipynb #98c0f1f0
+# %% ../nbs/43_runner.ipynb #7cd1abb7
 def fit_runner(learn, # The `Learner`
                plan, # The fit's `FitPlan`
                micro_batch_size:int|str|None, # `GradientAccumulation`'s `micro_batch_size`
@@ -234,7 +244,7 @@ def fit_runner(learn, # The `Learner`
                              'whole_batch_loss' if whole_batch_loss else 'micro_batch_size')
     return runner.install(releases)
 
-# %% ../nbs/43_runner.ipynb #64c6d763
+# %% ../nbs/43_runner.ipynb #92ae587e
 @patch
 def _split(self:BatchRunner, i, b):
     "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
@@ -297,7 +307,7 @@ def _tell(self:BatchRunner):
     log_beside_step(self.learn, micro_bs=self.size)
     self.told = self.size
 
-# %% ../nbs/43_runner.ipynb #33c459e2
+# %% ../nbs/43_runner.ipynb #68607e01
 @patch
 def _smaller(self:BatchRunner,
     run, # `run()`: what may run out of memory
@@ -339,7 +349,7 @@ def _free(self:BatchRunner, training:bool):
     gc.collect()
     if torch.cuda.is_available(): torch.cuda.empty_cache()
 
-# %% ../nbs/43_runner.ipynb #7a6ac4e8
+# %% ../nbs/43_runner.ipynb #84653ac6
 def _copy(v): return v.clone() if isinstance(v, torch.Tensor) else list(v) if isinstance(v, list) else v
 
 def _snapshot(learn):
@@ -369,7 +379,7 @@ def _restore(self:BatchRunner):
     self.window_starts = True
     if self.on_redo is not None: self.on_redo()
 
-# %% ../nbs/43_runner.ipynb #2627d630
+# %% ../nbs/43_runner.ipynb #cfa0ce55
 @patch
 def _infer_forward(self:BatchRunner, xb):
     "The inference batch's forward in pieces of at most `infer_size` (halved on running out of memory, with `auto`)"
@@ -381,7 +391,7 @@ def _infer_forward(self:BatchRunner, xb):
         return concat_outputs([model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
     return self._smaller(run, n, size='infer_size', agree=False)
 
-# %% ../nbs/43_runner.ipynb #6c948966
+# %% ../nbs/43_runner.ipynb #6f9c3458
 def _clock():
     "Seconds, with the device's queued work finished first (for `tune`'s timings)"
     if torch.cuda.is_available(): torch.cuda.synchronize()
@@ -420,7 +430,7 @@ class SizeTrials:
         self.chosen = True
         return self.sizes[min(range(len(times)), key=times.__getitem__)]
 
-# %% ../nbs/43_runner.ipynb #c8fec916
+# %% ../nbs/43_runner.ipynb #3c9a4142
 def _rng_state():
     "The random state a forward draws from: the CPU's, and every CUDA device's"
     return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
@@ -444,7 +454,7 @@ def _with_tensors(x, new):
     if isinstance(x, dict): return {k: _with_tensors(o, new) for k,o in x.items()}
     return x
 
-# %% ../nbs/43_runner.ipynb #5167897d
+# %% ../nbs/43_runner.ipynb #550c22e0
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
     def __init__(self,

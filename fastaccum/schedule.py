@@ -107,7 +107,7 @@ def _warn_rounded(sched, plan:FitPlan):
         warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
                       f'it is rounded down to {plan.round(value)}.')
 
-# %% ../nbs/12_schedule.ipynb #7d6e0727
+# %% ../nbs/12_schedule.ipynb #3b6ff0d5
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
@@ -141,14 +141,12 @@ class GradientAccumulationSchedule(GradientAccumulation):
                          count_items=count_items, accum_items=start_accum_bs if items else None, lr_scale=lr_scale,
                          whole_batch_loss=whole_batch_loss)
         store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,items')
+        self.fixed = _ScheduleSetting(self.fixed.setting, items)   # (`accum_bs` is the schedule's: not set by hand)
         self.history,self.history_epochs = [],None
 
     @property
     def name(self): return 'gradient_accumulation'   # `learn.gradient_accumulation`, as for `GradientAccumulation`
 
-    def _set_size(self, name, value):
-        raise ValueError(f'GradientAccumulationSchedule sets `{name}` itself at every window. Change start_accum_bs, '
-                         'final_accum_bs or schedule, or use GradientAccumulation for a batch size you set.')
 
     def _policy(self, plan:FitPlan):
         "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
@@ -212,6 +210,12 @@ class GradientAccumulationSchedule(GradientAccumulation):
         if recorder is not None and recorder.run_train and hasattr(recorder, 'accum_bs'):
             recorder.accum_bs.append(self.in_use)
         log_beside_step(self.learn, accum_bs=self.in_use)
+
+class _ScheduleSetting(FixedBatchSize):
+    "A schedule's start value, which a fit's policy replaces: `accum_bs` (or `accum_items`) set by hand is refused"
+    def set(self, name, value, plan=None):
+        raise ValueError(f'GradientAccumulationSchedule sets `{name}` itself at every window. Change start_accum_bs, '
+                         'final_accum_bs or schedule, or use GradientAccumulation for a batch size you set.')
 
 class _ScheduleHistory(WindowListener):
     "Records each step's (position, scheduled value, value in use) in the schedule's `history`"

@@ -1,4 +1,4 @@
-"""The rules of gradient accumulation, free of fastai: when a window steps, which micro-batches are skipped, and how each one is weighted
+"""Gradient accumulation's rules, free of fastai: when a window steps, which micro-batches are skipped, how each weighs
 
 Docs: https://fastaccum.github.io/fastaccum/window.html.md"""
 
@@ -15,15 +15,15 @@ __all__ = ['STEP', 'ACCUM', 'SKIP', 'AccumWindow', 'plan_epoch', 'whole_units']
 # %% ../nbs/40_window.ipynb #6446580a
 STEP,ACCUM,SKIP = 'step','accum','skip'
 
-# %% ../nbs/40_window.ipynb #df129ec6
+# %% ../nbs/40_window.ipynb #2f09e772
 class AccumWindow:
-    "The micro-batches accumulated since the last optimizer step: when the window steps, and how each micro-batch weighs"
+    "The micro-batches accumulated since the last optimizer step: when the window steps, how each micro-batch weighs"
     def __init__(self,
         size:int|float, # The window steps once it holds this many samples (or items, with `by_items`)
         drop_last:bool=False, # Drop an epoch's last, partial window instead of stepping it
         by_items:bool=False, # Measure `size` in items (e.g. tokens) instead of samples
         reduction:str='mean', # How the loss reduces a micro-batch: 'mean' over its items, or 'sum'
-        items_per_sample:float=1., # Items a sample holds on average: only sets the gradient's scale while it accumulates
+        items_per_sample:float=1., # Items a sample holds on average: only sets the gradient's scale while accumulating
     ):
         check_positive('size', size, 'Pass the samples (or items) a window holds, e.g. size=64.')
         check_bool('drop_last', drop_last); check_bool('by_items', by_items)
@@ -34,7 +34,8 @@ class AccumWindow:
 
     def reset(self):
         "Empty the window: nothing held, no loss, the gradient at its accumulating scale"
-        self.held,self.samples,self.items,self.losses,self.scale,self.dropping,self.total,self.last = 0,0,0,[],1.,False,None,0
+        self.held,self.samples,self.items,self.losses = 0,0,0,[]
+        self.scale,self.dropping,self.total,self.last = 1.,False,None,0
 
     @property
     def full(self)->float:
@@ -60,10 +61,11 @@ class AccumWindow:
         return self.scale if self.reduction == 'sum' else self.scale*items/self.full
 
     def close(self,
-        total:int|float, # Items the step averages over: the window's, this last micro-batch's included (under DDP, summed over processes)
+        total:int|float, # Items the step averages over, this micro-batch's included (under DDP, summed over processes)
         world_size:int=1, # Processes whose gradients DDP averages
     )->float:
-        "At the last micro-batch, before its backward: set the scale that makes the step the mean over `total` items; return the factor for the gradient accumulated so far"
+        """At the last micro-batch, before its backward: set the scale that makes the step the mean over `total` items;
+        return the factor for the gradient accumulated so far"""
         # DDP averages the processes' gradients, so each one contributes `world_size` times its share
         scale = world_size if self.reduction == 'sum' else world_size*self.full/total
         factor,self.scale,self.total = scale/self.scale,scale,total
@@ -73,21 +75,22 @@ class AccumWindow:
         n:int, # Samples of a micro-batch whose backward ran
         items:int|float, # Items its loss averaged over
         loss=None, # Its loss, to log the window's loss (optional)
-        amount=None, # What it adds to the window, if not its samples or items (under DDP, windows of items count all processes')
+        amount=None, # What it adds, if not its samples or items (under DDP, a window of items counts every process's)
     ):
         "Count a micro-batch whose gradient is now in the window"
         self.held += (items if self.by_items else n) if amount is None else amount
         self.samples,self.last = self.samples+n,n
         self.items += items
         # a micro-batch without items has no loss (its mean is 0/0): it adds nothing to the window's
-        if loss is not None: self.losses.append((loss, items))   # (combined once, at the step: nothing to compute per micro-batch)
+        if loss is not None: self.losses.append((loss, items))   # (combined once, at the step)
 
     def mean_loss(self):
         "The window's loss as the large batch computes it: the mean over its items (for a summed loss, the sum)"
         losses = self.losses
         if self.reduction == 'sum': return sum(l for l,_ in losses)
-        # a micro-batch without items has no loss (its mean is 0/0): it adds nothing (a count kept as a tensor: 0, not NaN)
-        total = sum((l*i).nan_to_num(0.) if not isinstance(i, (int, float)) else l*i for l,i in losses if not isinstance(i, (int, float)) or i)
+        # a micro-batch without items has no loss (0/0): it adds nothing (a count kept as a tensor: 0, not NaN)
+        total = sum((l*i).nan_to_num(0.) if not isinstance(i, (int, float)) else l*i
+                    for l,i in losses if not isinstance(i, (int, float)) or i)
         items = self.items   # (a count kept on the device is divided by there: no read)
         return total/(items if not isinstance(items, (int, float)) else max(items, 1e-30))
 
