@@ -1,4 +1,4 @@
-"""`TrainingCheckpoint`: a fit killed at any moment continues from its last optimizer step, bit for bit
+"""`TrainingCheckpoint`: a script killed at any moment continues from its last optimizer step, bit for bit
 
 Docs: https://fastaccum.github.io/fastaccum/checkpoint.html.md"""
 
@@ -28,7 +28,7 @@ from .accumulate import GradientAccumulation
 __all__ = ['CheckpointError', 'numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'load_checkpoint_file',
            'TrainingCheckpoint']
 
-# %% ../nbs/22_checkpoint.ipynb #7124f3d6
+# %% ../nbs/22_checkpoint.ipynb #59dd0fe1
 class CheckpointError(ValueError):
     "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (corrupt, truncated, of another configuration)"
 
@@ -140,7 +140,7 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
     # your own training's file, whose checksum was just verified (never load a checkpoint from a source you do not trust)
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
-# %% ../nbs/22_checkpoint.ipynb #3e699b6b
+# %% ../nbs/22_checkpoint.ipynb #7ee50955
 def _random_states():
     "The process's random states: Python's, NumPy's, torch's on the CPU and on every CUDA device"
     return dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state(),
@@ -219,6 +219,26 @@ def _settings(cb)->dict:
             if n in values: values[n] = cb.fixed.setting if n == cb.fixed.name else None
     return values
 
+def _item_bytes(o)->bytes:
+    "An item of a dataset as bytes, to fingerprint the data (nothing else of it is read, nothing drawn at random)"
+    if isinstance(o, torch.Tensor): return o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    if isinstance(o, np.ndarray): return repr(o.tolist()).encode() if o.dtype == object else np.ascontiguousarray(o).tobytes()
+    if isinstance(o, (str, bytes, numbers.Number, Path, type(None))): return repr(o).encode()
+    if isinstance(o, (list, tuple)): return b'(' + b','.join(_item_bytes(x) for x in o) + b')'
+    if hasattr(o, 'to_numpy'): return _item_bytes(o.to_numpy())   # (a row of a DataFrame)
+    return type(o).__qualname__.encode()
+
+def _fingerprint(dataset)->str|None:
+    "A hash of 16 items of the training set, spread over it: fastai's raw `items` if it has them, or a list's as stored"
+    items = dataset if isinstance(dataset, (list, tuple, L)) else getattr(dataset, 'items', None)
+    if isinstance(items, L): items = items.items
+    if isinstance(items, (list, tuple)): get = (list if isinstance(items, list) else tuple).__getitem__   # (not a subclass's)
+    elif hasattr(items, 'iloc'): get = lambda items, i: items.iloc[i]   # (a DataFrame's rows)
+    else: return None   # (another dataset: its items are not read, they may be loaded and transformed)
+    n,sha = len(items),hashlib.sha256()
+    for i in sorted({i*(n-1)//15 for i in range(16)} if n else ()): sha.update(_item_bytes(get(items, i)))
+    return sha.hexdigest()[:16]
+
 def _callback_config(cb):
     "A callback's class and the arguments it was made with"
     return dict(type=type(cb).__name__, **{n: _describe(v) for n,v in _settings(cb).items()})
@@ -290,13 +310,15 @@ def _restore_csv(cb, text:str):
 
 _runs = {}   # this process's runs: the resolved path of a run's first file -> its id, and the fits it has completed
 
-def _run_of(first:Path)->dict: return _runs.setdefault(str(first.resolve()), dict(id=None, completed=0))
+def _run_of(first:Path)->dict:
+    "The run whose fit 0 writes `first`, as this process knows it: its id, its fits completed, the fit under way"
+    return _runs.setdefault(str(first.resolve()), dict(id=None, completed=0, started=None))
 
 def _fit_path(first:Path, k:int)->Path:
     "The file of fit `k` of the run whose fit 0 writes `first`"
     return first if k == 0 else first.with_name(f'{first.stem}.fit{k}{first.suffix}')
 
-# %% ../nbs/22_checkpoint.ipynb #dfeda9bd
+# %% ../nbs/22_checkpoint.ipynb #a99821df
 class TrainingCheckpoint(Callback):
     "Save everything a fit needs to continue at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
     order = 99   # after every other callback: the Recorder (50) has logged the batch, schedulers (60) and fastaccum have done theirs
@@ -359,10 +381,11 @@ class TrainingCheckpoint(Callback):
         self.rank = torch.distributed.get_rank() if self.world_size > 1 else 0
         run = _run_of(self._first())
         self.fit_index,self.steps,self.written,self._stepped = run['completed'],0,0,False   # (a fit not completed is this one again)
+        retry,run['started'] = run['started'] == self.fit_index,self.fit_index   # (`retry`: after this fit was interrupted)
         self.resumed_from,self._paused,self._patches,self._epoch = None,[],None,None
         self._config = self._configuration()
         if self.rank == 0: self._check_writable()
-        loaded = self.resume and self._load(run)
+        loaded = self.resume and self._load(run, retry)
         if self.fit_index == 0 and not loaded: run['id'] = self._new_id()   # a new run
         self.releases.replace(learn.opt, 'step', self._counting(learn.opt.step))
 
@@ -415,16 +438,17 @@ class TrainingCheckpoint(Callback):
         except (TypeError, AttributeError): n_samples = None
         opt = learn.opt
         return {'fit': self.fit_index, 'epochs': learn.n_epoch, 'training batches': n_batches, 'training samples': n_samples,
-                'batch size': loader_bs(dl), 'loader': type(dl).__name__, 'world size': self.world_size,
+                'training data': _fingerprint(getattr(dl, 'dataset', None)), 'batch size': loader_bs(dl),
+                'loader': type(dl).__name__, 'world size': self.world_size,
                 'parameters': {n: list(t.shape) for n,t in _bare(learn.model).state_dict().items()},
                 'optimizer': [type(opt).__name__] + [getattr(f, '__name__', type(f).__name__) for f in getattr(opt, 'cbs', [])],
-                'hypers': {f'{i}.{k}': _plain(v) for i,h in enumerate(getattr(opt, 'hypers', [])) for k,v in h.items()},   # as the fit set them (lr, wd)
+                'hypers': {f'{i}.{k}': _plain(h[k]) for i,h in enumerate(getattr(opt, 'hypers', [])) for k in ('lr', 'wd') if k in h},   # (as `fit` sets them)
                 'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # each `ParamScheduler`, read at a few points
                              for i,cb in enumerate(self._schedulers()) for h,f in cb.scheds.items()},
                 'callbacks': {cb.name: _callback_config(cb) for cb in self._configured()}}
 
     # -- resuming
-    def _load(self, run)->bool:
+    def _load(self, run, retry:bool=False)->bool:
         "Load this fit's checkpoint if it is of this run: continue it, or skip the fit if it had finished; refuse a damaged or foreign one"
         path = self.path
         if self.rank == 0: remove_partial_writes(path)
@@ -437,6 +461,7 @@ class TrainingCheckpoint(Callback):
                       'and writes over it.')
             return False
         differences = _differences(ckpt['config'], self._config)
+        if differences and retry and k > 0 and self._from_the_top(run): return self._load(run)
         if differences:
             raise CheckpointError(f'`{path}` was written by another configuration: ' + '; '.join(differences) +
                                   '. Resume with the configuration that wrote it, or delete it (or pass resume=False) to start afresh.')
@@ -449,6 +474,17 @@ class TrainingCheckpoint(Callback):
                       f'{path}, and nothing is trained again. To train it again, delete the file or pass another fname.')
             raise CancelFitException()   # (the other callbacks end the fit they started; `after_fit` puts the finished fit's end in place)
         self._apply(ckpt)
+        return True
+
+    def _from_the_top(self, run)->bool:
+        "After an interruption, a fit that is not the one interrupted but the run's fit 0: the script run again from the top"
+        first = self._first()
+        if not first.exists(): return False
+        ckpt = load_checkpoint_file(first)
+        _check_contents(ckpt, first)
+        if ckpt['run']['id'] != run['id'] or not ckpt['finished'] or _differences(ckpt['config'], dict(self._config, fit=0)):
+            return False
+        run['completed'] = run['started'] = self.fit_index = self._config['fit'] = 0
         return True
 
     def _where(self, pos)->str:
@@ -599,7 +635,8 @@ class TrainingCheckpoint(Callback):
         if self._on:
             if self._finished is not None: self._end_as(self._finished)
             else: self._write(self.learn.epoch+1, 0, finished=True)
-            _run_of(self._first())['completed'] = self.fit_index+1
+            run = _run_of(self._first())
+            run['completed'],run['started'] = self.fit_index+1,None
         self._release()
 
     def _end_as(self, ckpt):

@@ -63,7 +63,7 @@ def all_reduce_sum(value, # A number this process holds
     "The sum of `value` over all processes"
     return all_reduce_sums([value], device)[0]
 
-# %% ../nbs/21_distributed.ipynb #f3a85a7b
+# %% ../nbs/21_distributed.ipynb #698a3a16
 def no_sync_model(model, # The Learner's model
                  ):
     "The model whose `no_sync()` lets a window's backwards skip the all-reduce: a DDP model (not FSDP), else `None`"
@@ -80,19 +80,20 @@ def fsdp_root(model, # A model, sharded or not
 FSDP_REDUCE = ('micro_batch', 'window')
 
 def set_fsdp_reduce(model, # A model sharded with `fully_shard` (its root, or a module holding it)
-                    reduce:str='micro_batch', # 'micro_batch': reduce-scatter at every micro-batch; 'window': once per window
+                    reduce:str='micro_batch', # 'micro_batch': reduce-scatter at each micro-batch; 'window': once
                    ):
-    "When `GradientAccumulation` lets FSDP reduce-scatter a window's gradients: at every micro-batch, or once per window"
+    "When `GradientAccumulation` lets FSDP reduce-scatter a window's gradients: at each micro-batch, or once a window"
     root = fsdp_root(model)
-    if root is None: raise ValueError('`model` is not sharded with fully_shard: set_fsdp_reduce chooses when FSDP reduces '
-                                      'its gradients. Shard it first (fastaccum.sharded.shard_model, or fully_shard).')
+    if root is None: raise ValueError('`model` is not sharded with fully_shard: set_fsdp_reduce chooses when FSDP '
+                                      'reduces its gradients. Shard it first (fastaccum.sharded.shard_model, or '
+                                      'fully_shard).')
     check_choice('reduce', reduce, FSDP_REDUCE)
     root._fastaccum_reduce = reduce
     return model
 
 def fsdp_reduce(model, # A model, sharded or not
                )->str|None:
-    "When FSDP reduce-scatters `model`'s gradients under `GradientAccumulation` ('micro_batch', 'window'); `None`: not FSDP 2"
+    "When FSDP reduce-scatters `model`'s gradients with `GradientAccumulation`: 'micro_batch', 'window' (or `None`)"
     root = fsdp_root(model)
     return None if root is None else getattr(root, '_fastaccum_reduce', 'micro_batch')
 
@@ -118,7 +119,7 @@ def fsdp_unsharded_params(model, # A model sharded with `fully_shard`
     "The unsharded parameters FSDP computes with (the leaves its backward accumulates into; made at the first forward)"
     return [p._unsharded_param for p in _fsdp_params(model) if hasattr(p, '_unsharded_param')]
 
-# %% ../nbs/21_distributed.ipynb #f8785a5e
+# %% ../nbs/21_distributed.ipynb #0d9ca0f3
 class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
 
@@ -128,14 +129,15 @@ class _GradientSyncOff:
     def __enter__(self): self.root.set_requires_gradient_sync(False)
     def __exit__(self, *exc): self.root.set_requires_gradient_sync(True)
 
-_AUTO_FSDP = ("micro_batch_size='auto' under FSDP is not supported: FSDP all-gathers the parameters inside every forward "
-              'and backward, and reduce-scatters the gradients in the backward; a process that runs out of memory there '
-              'leaves the others waiting in a collective that cannot be abandoned. Pass a fixed micro_batch_size.')
+_AUTO_FSDP = ("micro_batch_size='auto' under FSDP is not supported: FSDP all-gathers the parameters inside every "
+              'forward and backward, and reduce-scatters the gradients in the backward; a process that runs out of '
+              'memory there leaves the others waiting in a collective that cannot be abandoned. Pass a fixed '
+              'micro_batch_size.')
 
 class WindowSync:
-    "How a window's gradients and counts meet across processes: DDP's all-reduce (or FSDP's reduce-scatter) held until its last micro-batch"
+    "How a window's gradients and counts meet across processes: DDP's all-reduce (or FSDP's) held for a window"
     def __init__(self,
-        model, # The Learner's model (a DDP model, a model sharded with `fully_shard`, or anything else: nothing to hold)
+        model, # The Learner's model (under DDP, sharded with `fully_shard`, or anything else: nothing to hold)
         world_size:int=1, # Processes averaging gradients
         manual:bool=False, # Hold every backward, agree that no process ran out of memory, average by hand at the step
     ):
@@ -151,9 +153,11 @@ class WindowSync:
 
     def hold(self, accumulating:bool, # Whether the micro-batch about to run accumulates (no step after it)
             ):
-        "Hold the synchronisation for an accumulating micro-batch (every one, with `manual`); release it for a window's last one"
+        "Hold the synchronisation for an accumulating micro-batch (every one, with `manual`); release it for the last"
         if not (accumulating or self.manual): self.release()
         elif self.context is None:
+            if self.per_window:   # the window's gradient is held unsharded: the sharded `.grad` (zeros) need not wait
+                for p in self.sharded.parameters(): p.grad = None
             self.context = self.model.no_sync() if self.model is not None else _GradientSyncOff(self.sharded)
             self.context.__enter__()
 
@@ -166,13 +170,13 @@ class WindowSync:
     def rescale(self, opt, # The Learner's optimizer
                 factor:float, # What the window's gradient so far is multiplied by
                ):
-        "Multiply the window's gradient so far by `factor`, where it is held (FSDP's unsharded gradients, once per window)"
+        "Multiply the window's gradient so far by `factor`, where it is held (FSDP's unsharded ones, once per window)"
         if self.per_window: grads = fsdp_held_gradients(self.sharded)
         else: grads = [p.grad for p,*_ in opt.all_params(with_grad=True)]
         if grads: torch._foreach_mul_(grads, factor)
 
     def discard(self):
-        "Let go of a window's gradient held outside the parameters' `.grad` (FSDP's, once per window): the window is dropped"
+        "Let go of a window's gradient held outside the parameters' `.grad` (FSDP's, once per window): it is dropped"
         if not self.per_window: return
         for p in _fsdp_params(self.sharded):
             p.unsharded_accumulated_grad = None
@@ -214,30 +218,24 @@ def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai
     for dl in dls.loaders:
         if type(dl).__name__ == 'DistributedDL': dl._broadcast = _cpu_broadcast
 
-# %% ../nbs/21_distributed.ipynb #c5594c42
-_STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does not accumulate with fastai: Accelerate divides '
-                  'every loss by {n}, and fastai steps after every batch. GradientAccumulation accumulates here, so '
-                  'the division is undone for this fit. Drop gradient_accumulation_steps and set the samples per step '
-                  'with GradientAccumulation(accum_bs=...).')
-_PLUGIN_IGNORED = ('distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner\'s model: on the CPU Accelerate '
-                   'ignores it and trains under DDP, and on a GPU it needs the optimizer prepared with the model, which '
-                   'fastai makes before distrib_ctx wraps the model. Train sharded with `with learn.sharded_ctx(): ...` '
-                   '(fastaccum.sharded) instead of distrib_ctx.')
+# %% ../nbs/21_distributed.ipynb #ee4d0e68
+_STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai: its training loop steps '
+                  'after every batch, and never asks Accelerate whether to. Accumulate with fastaccum instead: drop '
+                  'gradient_accumulation_steps and set the samples per step with GradientAccumulation(accum_bs=...).')
+_PLUGIN_IGNORED = ("distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner's model: on the CPU Accelerate "
+                   'ignores it and trains under DDP, and on a GPU it needs the optimizer prepared with the model, '
+                   'which fastai makes before distrib_ctx wraps the model. Train sharded with `with '
+                   'learn.sharded_ctx(): ...` (fastaccum.sharded) instead of distrib_ctx.')
 
 def check_distrib_ctx(learn, # The `Learner` about to train
-                      releases=None, # The fit's `Releases`: `gradient_accumulation_steps` is set back to its value on close
                      ):
-    "Warn about what `distrib_ctx` gave Accelerate that fastai ignores or misuses; undo `gradient_accumulation_steps`"
+    "Warn about the settings `distrib_ctx` gave Accelerate that do nothing with fastai, naming the way that works"
     import os, warnings
     trainer = next((cb for cb in learn.cbs if type(cb).__name__ == 'DistributedTrainer'), None)
     accelerator = getattr(trainer, 'accelerator', None)
     if accelerator is None: return
     n = accelerator.gradient_accumulation_steps
-    if n != 1:
-        warnings.warn(_STEPS_IGNORED.format(n=n))
-        if releases is not None:
-            releases.callback(setattr, accelerator, 'gradient_accumulation_steps', n)
-            accelerator.gradient_accumulation_steps = 1
-    state = getattr(accelerator, 'state', None)
-    plugin = getattr(state, 'fsdp_plugin', None) is not None or os.environ.get('ACCELERATE_USE_FSDP', '').lower() == 'true'
-    if plugin and not is_fsdp(learn.model): warnings.warn(_PLUGIN_IGNORED)
+    if n != 1: warnings.warn(_STEPS_IGNORED.format(n=n))
+    plugin = getattr(getattr(accelerator, 'state', None), 'fsdp_plugin', None) is not None
+    if (plugin or os.environ.get('ACCELERATE_USE_FSDP', '').lower() == 'true') and not is_fsdp(learn.model):
+        warnings.warn(_PLUGIN_IGNORED)

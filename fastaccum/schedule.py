@@ -107,7 +107,7 @@ def _warn_rounded(sched, plan:FitPlan):
         warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
                       f'it is rounded down to {plan.round(value)}.')
 
-# %% ../nbs/12_schedule.ipynb #3b6ff0d5
+# %% ../nbs/12_schedule.ipynb #dda3423f
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
@@ -196,6 +196,11 @@ class GradientAccumulationSchedule(GradientAccumulation):
         recorder = getattr(self.__dict__.get('learn'), 'recorder', None)
         return dict(super().state_dict(), history=list(self.history),
                     recorder_accum_bs=list(getattr(recorder, 'accum_bs', [])))
+
+    def load_state_dict(self, state:dict):
+        "`GradientAccumulation`'s; the state a finished fit left brings its `history` back at once"
+        super().load_state_dict(state)
+        if not state.get('in_fit', True): self.history = list(state['history'])
 
     def _take_up(self, state):
         super()._take_up(state)

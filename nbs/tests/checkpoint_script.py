@@ -21,9 +21,9 @@ SPEC is JSON, one script or a list of them (the i-th run in FOLDER/i):
 - kills: a list of [kind, n]: the process dies the n-th time `kind` happens in it: 'window' (a micro-batch's backward
   that does not step), 'step' (after a step, before its checkpoint), 'batch' (after a training batch, its checkpoint
   written), 'valid' (a validation batch), 'epoch' (after an epoch, its checkpoint written), 'write' (half-way through
-  writing a checkpoint), 'fit' (when a fit of the script has returned); 'interrupt' raises a KeyboardInterrupt there
+  writing a checkpoint), 'fit' (when a fit of the script has returned); 'interrupt' raises a KeyboardInterrupt
   instead (at the n-th training batch), which the script catches, running the same step again, as a notebook's cell
-  is run again
+  is run again; 'rerun' likewise, running the whole script again from the top, in the same process
 - reference: False to skip the uninterrupted run
 
 FOLDER gets reference.pt (what each fit of the uninterrupted script ended with), final.pt (the same, from the last
@@ -121,8 +121,9 @@ def die(kind):
 def happens(kind):
     "Count an event of `kind` in this process; the kill chosen for this process happens at its n-th"
     seen[kind] = seen.get(kind, 0) + 1
-    if kill is None or kill[0] != kind and not (kill[0] == 'interrupt' and kind == 'batch') or seen[kind] != kill[1]: return
-    if kill[0] == 'interrupt':
+    interrupts = kill is not None and kill[0] in ('interrupt', 'rerun')
+    if kill is None or kill[0] != kind and not (interrupts and kind == 'batch') or seen[kind] != kill[1]: return
+    if interrupts:
         info.setdefault('interrupted', []).append(seen[kind])
         raise KeyboardInterrupt()
     die(kind)
@@ -170,7 +171,13 @@ def ended(learn):
                 random=(torch.rand(1).item(), np.random.rand(), random.random()))   # (the random states it left)
 
 def script(path, checkpointed):
-    "The script: each fold's Learner and fits; what each fit ended with"
+    "The script; after a KeyboardInterrupt of kind 'rerun', the whole script again (a notebook run again from the top)"
+    while True:
+        try: return whole_script(path, checkpointed)
+        except KeyboardInterrupt: pass
+
+def whole_script(path, checkpointed):
+    "Each fold's Learner and fits; what each fit ended with"
     results = []
     path.mkdir(exist_ok=True)
     for fold in range(spec.get('folds', 1)):
@@ -190,7 +197,8 @@ def script(path, checkpointed):
                             else: getattr(learn, what)(epochs[0], lr)
                             results.append(ended(learn))
                     break
-                except KeyboardInterrupt: pass
+                except KeyboardInterrupt:
+                    if kill[0] != 'interrupt': raise
             if what != 'lr_find': happens('fit')
     return results
 
