@@ -52,7 +52,7 @@ class MicroBatch:
         "Whether its backward ran: its gradient is in the parameters' `.grad`"
         return self.phase in (RAN, STEPPING, STEPPED, STEP_CANCELLED)
 
-# %% ../nbs/10_accumulate.ipynb #d80c41b2
+# %% ../nbs/10_accumulate.ipynb #49e662d9
 _COUNT_ITEMS_FIX = 'Return the number of items the loss averages over, e.g. (learn.yb[0] != -100).sum().'
 _WHOLE = (True, 0, 1.)   # a loader batch run whole: its last piece, from sample 0, all of it
 
@@ -68,9 +68,16 @@ def _zero_loss(pred, loss):
 
 def _stays_on_device(count): return count.device.type != 'cpu'   # a count on the CPU is read at once (free there)
 
+def _skipped_step(learn, xb):
+    "fastai's step of the micro-batch `xb` skipped (once: the Learner's own `_step` after it, or for any other batch)"
+    def _step():
+        del learn.__dict__['_step']
+        if learn.xb is not xb: learn._step()
+    return _step
+
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
-# %% ../nbs/10_accumulate.ipynb #c627ea36
+# %% ../nbs/10_accumulate.ipynb #daf26fc3
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
@@ -97,7 +104,8 @@ class GradientAccumulation(BatchCallback):
         if accum_bs is None and micro_batch_size is None: accum_bs = n_acc
         items = accum_items is not None
         self.fixed = FixedBatchSize(accum_items if items else accum_bs, items)   # the setting (a fit may use another)
-        self.releases,self.listeners,self.n_steps,self.in_use,self._pending,self._next = Releases(),[],0,None,None,None
+        self.releases,self.listeners,self.n_steps,self.in_use,self._pending = Releases(),[],0,None,None
+        self._last = self._position = None   # the epoch's last step (place, epoch, samples done, size); this window's place
         self.found_bs = micro_batch_size if isinstance(micro_batch_size, int) else None
         self.plan = self.policy = self.window = self.mb = self.runner = None   # a fit's parts, from its training
         self.sync = self.loggers = self.hypers = self.counter = None
@@ -154,10 +162,10 @@ class GradientAccumulation(BatchCallback):
     def before_fit(self):
         "Release what an interrupted fit left; check the Learner; give `lr_find` enough epochs"
         learn = self.learn
-        if learn.lock.locked():   # the validation context: inside a fit nothing to do; outside, inference may split
-            if self.plan is None: self._release(); self._start_inference()
-            return
+        if learn.lock.locked() and self.plan is not None: return   # (a validation inside a fit)
         self._release()
+        self._start_inference()   # validation, `get_preds`, `summary`, `tta`: in pieces, with `micro_batch_size`
+        if learn.lock.locked(): return   # (fastai's validation context: nothing else to do)
         check_one_accumulator(learn)
         check_distrib_ctx(learn)
         lr_finder = getattr(learn, 'lr_finder', None)
@@ -168,7 +176,7 @@ class GradientAccumulation(BatchCallback):
 
     def before_train(self):
         "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
-        self._next = None   # the epoch's first step is at its start (a resumed epoch's: where its checkpoint says)
+        self._last = None   # the epoch's first step is at its start (a resumed epoch's: from the checkpoint's last)
         if self.plan is None: self._start_fit()
         self.window.reset()
         if self.runner is not None: self.runner.start_epoch()
@@ -213,10 +221,11 @@ class GradientAccumulation(BatchCallback):
 
     def _start_window(self, offset:int):
         "A window starts: its size from the policy (at the fraction of training done, if it asks); listeners are told"
-        learn,plan,policy = self.learn,self.plan,self.policy
-        self.window.start = (learn.epoch, learn.iter, offset, learn.pct_train)
+        learn,plan,policy,window = self.learn,self.plan,self.policy,self.window
+        window.start = (learn.epoch, learn.iter, offset, learn.pct_train)
         self.in_use = size = policy.size(None if isinstance(policy, FixedBatchSize) else self.window_position(), plan)
-        self.window.size = size if plan.by_items else size//plan.world_size
+        window.open(size if plan.by_items else size//plan.world_size, window.start)
+        self._position = self._step_position() if self.hypers is not None else None
         for listener in self.listeners: listener.window_started(size)
 
     def window_position(self)->float:
@@ -264,8 +273,10 @@ class GradientAccumulation(BatchCallback):
 
     def _step(self):
         "fastai's `Learner._step` for the fit (set on the Learner): the optimizer steps, and the micro-batch knows it"
+        mb = self.mb
+        if mb is None: return   # (the callback left the Learner in `before_step`: its window was dropped)
         self.learn.opt.step()
-        self.mb.phase = STEPPED
+        mb.phase = STEPPED
 
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (e.g. an fp16 overflow): the window ends with it"
@@ -301,9 +312,9 @@ class GradientAccumulation(BatchCallback):
         "After the step (or its skipping): count it, give the loggers the window's loss, tell the listeners, empty it"
         window = self.window
         if not skipped: self.n_steps += 1
-        if self.hypers is not None:   # (where the next step is: see `FitPlan.next_position`)
+        if self._position is not None:   # (the next step of the epoch is placed from this one: `FitPlan.next_position`)
             epoch,i,offset,_ = window.start
-            self._next = self.plan.next_position(self.step_position(), epoch, self.plan.done(i, offset), self.in_use)
+            self._last = (self._position, epoch, self.plan.done(i, offset), self.in_use)
         if self.loggers.per_step and window.samples > mb.n: self.learn.loss = window.mean_loss()
         for listener in self.listeners: listener.window_closed(window)
         self.loggers.after_micro_batch(mb.share, steps=True)
@@ -364,7 +375,7 @@ def check_one_accumulator(learn, # The `Learner` about to train
         raise ValueError(f'The Learner has {len(found)} accumulation callbacks ({names}): each would weigh and step '
                          'the same micro-batches. Keep one, and remove the others with learn.remove_cb(...).')
 
-# %% ../nbs/10_accumulate.ipynb #4ea6e928
+# %% ../nbs/10_accumulate.ipynb #5dd95886
 @patch
 def _read_plan(self:GradientAccumulation)->FitPlan:
     "The fit as it is now: the plan, with this callback's split of the loader's batches"
@@ -372,7 +383,7 @@ def _read_plan(self:GradientAccumulation)->FitPlan:
         "micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`).")
     mbs = self.micro_batch_size
     split = partial(split_size, mbs, self.max_micro_batch_size, self.found_bs, self.tune, self.whole_batch_loss)
-    return read_plan(self.learn, split, self.fixed.items, self.drop_last, mbs if isinstance(mbs, int) else None)
+    return read_plan(self.learn, split, self.fixed.items, self.drop_last)
 
 @patch
 def _policy(self:GradientAccumulation, plan:FitPlan):
@@ -380,7 +391,12 @@ def _policy(self:GradientAccumulation, plan:FitPlan):
     if hasattr(self.learn, 'lr_finder'): return FixedBatchSize(self._lr_find_size())
     noise = find_cb(self.learn, _noise_scale_class())
     if noise is None or not noise.adapt: return self.fixed
-    return AdaptiveBatchSize(self.fixed, lambda: noise.b_simple, noise.min_bs, noise.max_bs)
+    # with `count_items`, B_simple is in items: windows of samples take it over the items a sample holds
+    in_samples = self.count_items is not None and not self.fixed.items
+    def suggestion():   # (none while the fit starts: the first window takes the setting)
+        if self.plan is None: return float('nan')
+        return noise.b_simple/self.window.items_per_sample if in_samples else noise.b_simple
+    return AdaptiveBatchSize(self.fixed, suggestion, noise.min_bs, noise.max_bs)
 
 @patch
 def _lr_find_size(self:GradientAccumulation)->int|None:
@@ -395,11 +411,12 @@ def _noise_scale_class():
 def _start_fit(self:GradientAccumulation):
     "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
     learn,releases = self.learn,self.releases
-    self.plan = plan = self._read_plan()
-    self.policy = self._policy(plan)
-    size = self.policy.size(0., plan)
-    warning = plan.check_size(size, self.fixed.name, fixed=isinstance(self.policy, FixedBatchSize))
+    plan = self._read_plan()
+    policy = self._policy(plan)
+    size = policy.size(0., plan)
+    warning = plan.check_size(size, self.fixed.name, fixed=isinstance(policy, FixedBatchSize))   # (refused: nothing set)
     if warning: warnings.warn(warning)
+    self.plan,self.policy = plan,policy
     if plan.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
     self.window = AccumWindow(1, self.drop_last, self.fixed.items, plan.reduction)
     self.sync = WindowSync(learn.model, plan.world_size, manual=self.micro_batch_size == 'auto' and plan.world_size > 1)
@@ -429,18 +446,22 @@ def _start_inference(self:GradientAccumulation):
     size = mbs if isinstance(mbs, int) else self.found_bs or self.max_micro_batch_size   # 'auto': what training found
     BatchRunner(self.learn, auto=mbs == 'auto', infer_size=size).install(self.releases)
 
-# %% ../nbs/10_accumulate.ipynb #b28537aa
+# %% ../nbs/10_accumulate.ipynb #65f50447
 @patch
 def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
-    if self.plan is not None:
+    learn,mb = self.learn,self.mb
+    during_batch = mb is not None and mb.phase in (PLANNED, WEIGHED, RAN, BACKWARD_CANCELLED) and learn.training
+    if self.plan is not None and self.loggers is not None:   # (a fit refused as it started has nothing to drop)
         if self.hypers is not None: self.hypers.restore()
         self.sync.release()
         self._count_interrupted_step()
         self._drop_window(quiet=False)
         self.found_bs = self.micro_bs
     self.releases.close()
-    self.plan = self.policy = self.runner = self.hypers = self.counter = None
+    # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
+    if during_batch: learn.__dict__['_step'] = _skipped_step(learn, learn.xb)
+    self.plan = self.policy = self.window = self.runner = self.sync = self.loggers = self.hypers = self.counter = None
     self.listeners,self.mb = [],None
 
 @patch
@@ -472,7 +493,7 @@ def _accumulate_train_metrics(self:GradientAccumulation):
     if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
         for metric in recorder.metrics: metric.accumulate(self.learn)
 
-# %% ../nbs/10_accumulate.ipynb #9718fe53
+# %% ../nbs/10_accumulate.ipynb #6b80fe6b
 @patch
 def _close_weights(self:GradientAccumulation):
     "Rescale the window's gradient so that, with this micro-batch's, the step is the mean over the window's items"
@@ -488,10 +509,15 @@ def _close_weights(self:GradientAccumulation):
 
 @patch
 def step_position(self:GradientAccumulation)->float:
-    "The current step's place in training: the large batch's `pct_train` at that step (see `FitPlan.next_position`)"
-    if self._next is not None: return self._next
+    "The place in training of the current window's step (or the last one's): the large batch's `pct_train` there"
+    return self._position if self._position is not None else self._step_position()
+
+@patch
+def _step_position(self:GradientAccumulation)->float:
+    "The epoch's first step by `FitPlan.step_position`; each later one from the step before it (`FitPlan.next_position`)"
     epoch,i,offset,pct = self.window.start
-    at = self.plan.step_position(epoch, self.plan.done(i, offset), self.in_use)
+    plan,done = self.plan,self.plan.done(i, offset)
+    at = plan.step_position(epoch, done, self.in_use) if self._last is None else plan.next_position(*self._last)
     return pct if at is None else at
 
 # %% ../nbs/10_accumulate.ipynb #71c6fdcb
@@ -572,7 +598,7 @@ class ItemCounter:
 
     def _drop_without_items(self, grad): return grad if self.nonzero is None else torch.where(self.nonzero, grad, 0.)
 
-# %% ../nbs/10_accumulate.ipynb #5c3a3fac
+# %% ../nbs/10_accumulate.ipynb #15c3fbe4
 @patch
 def state_dict(self:GradientAccumulation)->dict:
     "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
@@ -583,7 +609,7 @@ def state_dict(self:GradientAccumulation)->dict:
                 items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
                 lr_reference=None if hypers is None else hypers.reference,
                 unscaled_lrs=None if hypers is None else hypers.unscaled,
-                next_position=self._next if self.plan is not None and self.learn.training else None,
+                last_step=self._last if self.plan is not None and self.learn.training else None,
                 in_fit=self.plan is not None)   # (taken inside a fit, to continue it; else the state after a fit)
 
 @patch
@@ -601,7 +627,7 @@ def load_state_dict(self:GradientAccumulation, state:dict):
 
 @patch
 def _take_up(self:GradientAccumulation, state:dict):
-    self.n_steps,self._next,self._pending = state['n_steps'],state.get('next_position'),None
+    self.n_steps,self._last,self._pending = state['n_steps'],state.get('last_step'),None
     runner = self.runner
     if runner is not None and state['found_bs']: runner.size,runner.told = state['found_bs'],state['told']
     if state['items_per_sample'] is not None and self.counter is not None:

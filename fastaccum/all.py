@@ -7,8 +7,8 @@ Docs: https://fastaccum.github.io/fastaccum/internals/all.html.md"""
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/internals/all.ipynb #51f1bc8d
-from . import window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint
+# %% ../nbs/internals/all.ipynb #a55fe496
+from . import window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint, sharded
 from .window import *
 from .plan import *
 from .parts import *
@@ -18,7 +18,8 @@ from .schedule import *
 from .noise import *
 from .batchnorm import *
 from .checkpoint import *
+from .sharded import *
 
 # nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
-_modules = (window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint)
+_modules = (window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint, sharded)
 __all__ = [n for m in _modules for n in m.__all__]

@@ -140,7 +140,7 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
     # your own training's file, whose checksum was just verified (never load a checkpoint from a source you do not trust)
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
-# %% ../nbs/22_checkpoint.ipynb #7ee50955
+# %% ../nbs/22_checkpoint.ipynb #fc32af97
 def _random_states():
     "The process's random states: Python's, NumPy's, torch's on the CPU and on every CUDA device"
     return dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state(),
@@ -265,8 +265,17 @@ def _short(v, n=80, exact=False):
     return s if len(s) <= n else s[:n-3] + '...'
 
 _FORMAT = 2
-_CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'opt', 'scaler', 'callbacks',
+_CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler', 'callbacks',
                     'recorder', 'schedulers', 'trackers', 'csv'}
+
+def _grads(model)->list:
+    "Each parameter's gradient at a step boundary: `None` (none yet), 0 (zeroed: fastai keeps the tensor), or itself"
+    return [None if p.grad is None else 0 if not p.grad.any() else p.grad.detach().clone() for p in model.parameters()]
+
+def _set_grads(model, grads:list):
+    "Gradients as they were: a fastai optimizer steps every parameter that has one, even a frozen one (with its decay)"
+    for p,g in zip(model.parameters(), grads):
+        p.grad = None if g is None else torch.zeros_like(p) if isinstance(g, int) else g.to(p.device)
 
 def _check_contents(ckpt, path):
     "A checkpoint of this version of `TrainingCheckpoint`, or a `CheckpointError` that says what it is"
@@ -318,7 +327,7 @@ def _fit_path(first:Path, k:int)->Path:
     "The file of fit `k` of the run whose fit 0 writes `first`"
     return first if k == 0 else first.with_name(f'{first.stem}.fit{k}{first.suffix}')
 
-# %% ../nbs/22_checkpoint.ipynb #a99821df
+# %% ../nbs/22_checkpoint.ipynb #16b6f0cf
 class TrainingCheckpoint(Callback):
     "Save everything a fit needs to continue at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
     order = 99   # after every other callback: the Recorder (50) has logged the batch, schedulers (60) and fastaccum have done theirs
@@ -343,7 +352,7 @@ class TrainingCheckpoint(Callback):
                              'Pass every_steps=<steps>, or every_epoch=True.')
         store_attr()
         self.resumed_from,self.fit_index,self.steps,self.written,self._stepped = None,None,0,0,False
-        self._on,self._patches,self._paused,self._resume,self._finished,self._epoch = False,None,[],None,None,None
+        self._on,self._patches,self._paused,self._resume,self._finished,self._epoch,self._ended = False,None,[],None,None,None,None
         self.releases = Releases()
 
     # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, the end of the fit it
@@ -382,7 +391,7 @@ class TrainingCheckpoint(Callback):
         run = _run_of(self._first())
         self.fit_index,self.steps,self.written,self._stepped = run['completed'],0,0,False   # (a fit not completed is this one again)
         retry,run['started'] = run['started'] == self.fit_index,self.fit_index   # (`retry`: after this fit was interrupted)
-        self.resumed_from,self._paused,self._patches,self._epoch = None,[],None,None
+        self.resumed_from,self._paused,self._patches,self._epoch,self._ended = None,[],None,None,None
         self._config = self._configuration()
         if self.rank == 0: self._check_writable()
         loaded = self.resume and self._load(run, retry)
@@ -507,6 +516,7 @@ class TrainingCheckpoint(Callback):
         "Weights, optimizer, loss scaler, callbacks' states, Recorder and schedulers' history, trackers, CSV log"
         learn = self.learn
         _bare(learn.model).load_state_dict(ckpt['model'])
+        _set_grads(_bare(learn.model), ckpt['grads'])
         self._load_optimizer(ckpt['opt'])
         scaler = getattr(learn, 'scaler', None)
         if ckpt['scaler'] is not None and scaler is not None: scaler.load_state_dict(ckpt['scaler'])
@@ -626,7 +636,9 @@ class TrainingCheckpoint(Callback):
         if self._paused:
             if self.epoch+1 < self.resumed_from[0]: return
             self._unpause()
-            if self._resume is not None and self.resumed_from[0] >= self.n_epoch: self._continue()   # resumed at the fit's end
+            if self._resume is not None and self.resumed_from[0] >= self.n_epoch:   # resumed at the fit's end
+                self._ended = self._resume
+                self._continue()
         elif self.every_epoch: self._write(self.epoch+1, 0)
 
     def after_fit(self):
@@ -634,10 +646,18 @@ class TrainingCheckpoint(Callback):
         if self.learn.lock.locked(): return
         if self._on:
             if self._finished is not None: self._end_as(self._finished)
-            else: self._write(self.learn.epoch+1, 0, finished=True)
+            else:
+                if self._ended is not None: self._took_no_step(self._ended)
+                self._write(self.learn.epoch+1, 0, finished=True)
             run = _run_of(self._first())
             run['completed'],run['started'] = self.fit_index+1,None
         self._release()
+
+    def _took_no_step(self, ckpt):
+        "Resumed at its end, the fit trained nothing: the callbacks' states are those after the fit, not of one to go on"
+        for cb in self._stateful():
+            state = ckpt['callbacks'][cb.name]
+            if isinstance(state, dict) and state.get('in_fit'): cb.load_state_dict(dict(state, in_fit=False))
 
     def _end_as(self, ckpt):
         "A finished fit, skipped: the Learner, its callbacks and the random states as that fit ended"
@@ -670,7 +690,7 @@ class TrainingCheckpoint(Callback):
                         learner_epoch=learn.epoch, training=learn.model.training)
         save_checkpoint_file(dict(format=_FORMAT, run=dict(id=_run_of(self._first())['id'], fit=self.fit_index),
             finished=finished, config=self._config, ranks=ranks, position=position,
-            model=_bare(learn.model).state_dict(), opt=learn.opt.state_dict(),
+            model=_bare(learn.model).state_dict(), grads=_grads(_bare(learn.model)), opt=learn.opt.state_dict(),
             scaler=scaler.state_dict() if scaler is not None and hasattr(scaler, 'state_dict') else None,
             callbacks={cb.name: cb.state_dict() for cb in self._stateful()},
             recorder=_recorder_state(getattr(learn, 'recorder', None)), schedulers=[cb.hps for cb in self._schedulers()],

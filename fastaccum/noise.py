@@ -35,7 +35,7 @@ def noise_scale_estimates(
     trace = (small_sqnorm - big_sqnorm)/(1/small_n - 1/big_n)
     return grad_sqnorm,trace
 
-# %% ../nbs/14_noise_scale.ipynb #c81b9ef2
+# %% ../nbs/14_noise_scale.ipynb #42a27cd2
 _NO_ACCUMULATION = ("GradientNoiseScale measures while fastaccum's GradientAccumulation (or "
                     'GradientAccumulationSchedule) accumulates: add one to the Learner.')
 _FASTAI_ACCUMULATION = ("The Learner's `GradientAccumulation` is fastai's, not fastaccum's: a star import of fastai "
@@ -248,16 +248,17 @@ class GradientNoiseScale(BatchCallback, WindowListener):
 
     # -- a checkpoint's share (`TrainingCheckpoint`)
     def state_dict(self)->dict:
-        "The smoothed estimates and the history"
-        return dict(sqnorm_avg=self._sqnorm_avg, trace_avg=self._trace_avg, history=list(self.history))
+        "The smoothed estimates and the history; `in_fit`: taken inside a fit (to continue it), else after one"
+        return dict(sqnorm_avg=self._sqnorm_avg, trace_avg=self._trace_avg, history=list(self.history),
+                    in_fit=self.ga is not None or self._loaded)
 
     def load_state_dict(self, state:dict):
-        "Take `state` up at once; outside a fit, the next fit (not `lr_find`) continues from it, not afresh"
+        "Take `state` up at once; outside a fit, the next fit (not `lr_find`) continues an in-fit state, not afresh"
         if not isinstance(state, dict) or not set(_STATE_KEYS) <= set(state):
             raise ValueError(f'`state` must be a dict with {list(_STATE_KEYS)}, got {state!r:.80}. '
                              'Pass what GradientNoiseScale.state_dict() returned.')
         self._sqnorm_avg,self._trace_avg,self.history = state['sqnorm_avg'],state['trace_avg'],list(state['history'])
-        self._loaded = self.ga is None
+        self._loaded = self.ga is None and state.get('in_fit', True)   # (a state after a fit: the next starts afresh)
 
 # %% ../nbs/14_noise_scale.ipynb #a3942911
 @patch

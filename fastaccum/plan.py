@@ -41,7 +41,7 @@ def split_sizes(n:int, # Samples in the loader batch
     q,r = divmod(n, k)
     return [q+1]*r + [q]*(k-r)
 
-# %% ../nbs/41_plan.ipynb #6748ddac
+# %% ../nbs/41_plan.ipynb #574494d4
 @dataclass(frozen=True)
 class FitPlan:
     "What a fit's training is, read once when it starts: every part receives it, none reads the Learner for it"
@@ -69,8 +69,9 @@ class FitPlan:
 
     @property
     def unit(self)->int|None:
-        "What a window grows by at each micro-batch, per process: the split size, else the loader's batch"
-        return self.split or self.loader_bs
+        "What a window grows by at each micro-batch, per process: a loader batch's largest piece, else the loader's batch"
+        if self.split is None or self.loader_bs is None: return self.split or self.loader_bs
+        return split_sizes(self.loader_bs, self.split)[0]   # (48 split at 20 runs as 16, 16, 16: the unit is 16)
 
     @property
     def step_unit(self)->int|None:
@@ -95,22 +96,21 @@ class FitPlan:
         "Samples in an epoch, per process (`None`: the loader cannot tell)"
         return None if self.loader_sizes is None else self._starts[0][-1]
 
-# %% ../nbs/41_plan.ipynb #9803e04a
+# %% ../nbs/41_plan.ipynb #8d7f9ee3
 def read_plan(learn, # The `Learner`, at the start of training
               split:Callable|int|None=None, # The split size, or `split(loader_bs)` giving it (`None`: whole batches)
               by_items:bool=False, # Windows measured in items
               drop_last:bool=False, # Each epoch's last, partial window dropped
-              declared:int|None=None, # The batch size of a loader that declares none (its batches' size, if known)
              )->FitPlan:
     "The plan of `learn`'s fit, read now"
     loader = learn.dls.train
     bs,sizes = loader_bs(loader),epoch_sizes(loader)
-    return FitPlan(n_epoch=learn.n_epoch, world_size=ddp_world_size(learn), loader_bs=bs or declared,
+    return FitPlan(n_epoch=learn.n_epoch, world_size=ddp_world_size(learn), loader_bs=bs,
                    split=split(bs) if callable(split) else split, by_items=by_items,
                    reduction=loss_reduction(learn.loss_func),
                    drop_last=drop_last, loader_sizes=None if sizes is None else tuple(sizes))
 
-# %% ../nbs/41_plan.ipynb #356c1b0d
+# %% ../nbs/41_plan.ipynb #53257b9d
 def split_size(micro_batch_size:int|str|None, # `micro_batch_size`: an int, 'auto' or None
                max_micro_batch_size:int|None=None, # With 'auto': where it starts (default: the loader's batch)
                found:int|None=None, # The size an earlier fit found (with 'auto' or `tune`)
@@ -120,7 +120,8 @@ def split_size(micro_batch_size:int|str|None, # `micro_batch_size`: an int, 'aut
               )->int|None:
     "The size loader batches of `bs` samples run in for the windows (`None`: whole)"
     mbs = micro_batch_size
-    if mbs is None or whole_batch_loss or bs is None: return None
+    if mbs is None or whole_batch_loss: return None
+    if bs is None: return mbs if isinstance(mbs, int) else None   # (a loader that declares no size: split as batches come)
     size = min(max_micro_batch_size or bs, bs) if mbs == 'auto' else min(mbs, bs)
     if found is not None and (mbs == 'auto' or tune): size = min(found, bs)
     return size if size < bs or mbs == 'auto' or tune else None
@@ -255,7 +256,7 @@ class FixedBatchSize:
         if warning: warnings.warn(warning)
         self.setting = value
 
-# %% ../nbs/41_plan.ipynb #58b0e7ca
+# %% ../nbs/41_plan.ipynb #1ae7d5bd
 class AdaptiveBatchSize:
     "The noise scale's suggestion, rounded to whole micro-batches within bounds; `base`'s size until there is one"
     def __init__(self,
@@ -280,8 +281,10 @@ class AdaptiveBatchSize:
         "The suggestion, by the plan's rounding rule, at least `min_units` micro-batches, within `lo`..`hi`"
         value = self.suggestion()
         if not math.isfinite(value) or value <= 0: return self.base.size(position, plan)   # none yet (or no sense)
-        least = self.min_units*(plan.step_unit or 1)
-        return plan.round(value, lo=max(self.lo or 0, least), hi=self.hi)
+        least,hi = self.min_units*(plan.step_unit or 1),self.hi
+        if plan.drop_last and plan.epoch_samples and not plan.by_items:   # (a window no epoch can fill would be dropped)
+            hi = min(hi or plan.epoch_samples*plan.world_size, plan.epoch_samples*plan.world_size)
+        return plan.round(value, lo=max(self.lo or 0, least), hi=hi)
 
 # %% ../nbs/41_plan.ipynb #79ceb043
 @patch

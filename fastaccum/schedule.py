@@ -107,7 +107,7 @@ def _warn_rounded(sched, plan:FitPlan):
         warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
                       f'it is rounded down to {plan.round(value)}.')
 
-# %% ../nbs/12_schedule.ipynb #dda3423f
+# %% ../nbs/12_schedule.ipynb #c4071090
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
@@ -161,6 +161,10 @@ class GradientAccumulationSchedule(GradientAccumulation):
         policy = ScheduledBatchSize(self.start_accum_bs, self.final_accum_bs, self.start, self.finish, self.schedule,
                                     plan.n_epoch)
         _warn_rounded(self, plan)
+        if plan.drop_last:   # a value no window of an epoch can reach would drop every window, without a word
+            values = [self.start_accum_bs, self.final_accum_bs] + (list(self.schedule.values())
+                                                                   if isinstance(self.schedule, dict) else [])
+            for v in values: plan.check_size(plan.round(v), 'final_accum_bs' if v == self.final_accum_bs else 'start_accum_bs')
         return policy
 
     def _lr_find_size(self)->int:

@@ -15,7 +15,7 @@ __all__ = ['STEP', 'ACCUM', 'SKIP', 'AccumWindow', 'plan_epoch', 'whole_units']
 # %% ../nbs/40_window.ipynb #6446580a
 STEP,ACCUM,SKIP = 'step','accum','skip'
 
-# %% ../nbs/40_window.ipynb #2f09e772
+# %% ../nbs/40_window.ipynb #44d736a8
 class AccumWindow:
     "The micro-batches accumulated since the last optimizer step: when the window steps, how each micro-batch weighs"
     def __init__(self,
@@ -30,12 +30,20 @@ class AccumWindow:
         check_choice('reduction', reduction, ('mean', 'sum'))
         check_positive('items_per_sample', items_per_sample, 'Pass the items a sample holds on average, e.g. 1.')
         store_attr()
+        self.start = None
         self.reset()
 
     def reset(self):
         "Empty the window: nothing held, no loss, the gradient at its accumulating scale"
         self.held,self.samples,self.items,self.losses = 0,0,0,[]
         self.scale,self.dropping,self.total,self.last = 1.,False,None,0
+
+    def open(self,
+        size:int|float, # The window's size: samples (or items) per process
+        start=None, # Where it starts, as its owner counts (`GradientAccumulation`: epoch, batch, offset, `pct_train`)
+    ):
+        "A window starts with its size"
+        self.size,self.start = size,start   # (a size the fit's plan has checked)
 
     @property
     def full(self)->float:

@@ -2,13 +2,15 @@
 checkpoint), then with `TrainingCheckpoint(resume=True)`, killed with `os._exit` (no cleanup, as SIGKILL) at each of the
 given points in turn, each kill in its own process, and started again after each, until a process runs to the end.
 
-Not a page: the tests of nbs/22_checkpoint.ipynb and nbs/tests/checkpoint_scripts.ipynb run it.
+Not a page: the tests of nbs/22_checkpoint.ipynb and nbs/tests/checkpoint_scripts.ipynb run it (`run_scripts`).
 
     python checkpoint_script.py SPEC FOLDER
 
 SPEC is JSON, one script or a list of them (the i-th run in FOLDER/i):
 - loader: 'plain' (fastai's shuffled DataLoader), 'weighted' (WeightedDL), 'sorted' (SortedDL) or 'lm' (LMDataLoader)
-- accum: None, 'ga' (GradientAccumulation), 'split' (micro-batches of half a loader batch: steps inside loader batches),
+- accum: None, 'ga' (GradientAccumulation, 3 loader batches a step), 'drop' (the same with drop_last=True),
+  'loader_bs' (accum_bs=None: a loader batch a step, in micro-batches of half of it), 'split' (micro-batches of half a
+  loader batch, 5 of them a step: steps inside loader batches),
   'gns' (micro_batch_size='auto' on a model that runs out of memory above half a loader batch, and
   GradientNoiseScale(adapt=True)) or 'schedule' (GradientAccumulationSchedule)
 - opt: 'adam', 'ranger', 'sgd', 'lookahead' (Lookahead(SGD)) or 'adamw' (PyTorch's, in OptimWrapper)
@@ -21,7 +23,7 @@ SPEC is JSON, one script or a list of them (the i-th run in FOLDER/i):
 - kills: a list of [kind, n]: the process dies the n-th time `kind` happens in it: 'window' (a micro-batch's backward
   that does not step), 'step' (after a step, before its checkpoint), 'batch' (after a training batch, its checkpoint
   written), 'valid' (a validation batch), 'epoch' (after an epoch, its checkpoint written), 'write' (half-way through
-  writing a checkpoint), 'fit' (when a fit of the script has returned); 'interrupt' raises a KeyboardInterrupt
+  writing a checkpoint), 'fit' (when a fit has ended, its last checkpoint written); 'interrupt' raises a KeyboardInterrupt
   instead (at the n-th training batch), which the script catches, running the same step again, as a notebook's cell
   is run again; 'rerun' likewise, running the whole script again from the top, in the same process
 - reference: False to skip the uninterrupted run
@@ -29,6 +31,7 @@ SPEC is JSON, one script or a list of them (the i-th run in FOLDER/i):
 FOLDER gets reference.pt (what each fit of the uninterrupted script ended with), final.pt (the same, from the last
 process), process{i}.json and process{i}.out (each process's printed lines), exit_codes.json.
 """
+from __future__ import annotations
 import json, os, sys, traceback, warnings
 warnings.simplefilter('ignore')
 from fastai.basics import *
@@ -77,6 +80,8 @@ def loaders(fold):
 
 def accumulation():
     return dict(ga=lambda: [GradientAccumulation(3*bs)],
+                drop=lambda: [GradientAccumulation(3*bs, drop_last=True)],
+                loader_bs=lambda: [GradientAccumulation(micro_batch_size=bs//2)],
                 split=lambda: [GradientAccumulation(5*bs//2, micro_batch_size=bs//2)],
                 gns=lambda: [GradientAccumulation(3*bs, micro_batch_size='auto'),
                              GradientNoiseScale(adapt=True, beta=0.5, max_bs=6*bs)],
@@ -140,6 +145,8 @@ class Kill(Callback):
     def before_batch(self):
         if not self.training: happens('valid')
     def after_epoch(self): happens('epoch')
+    def after_fit(self):   # (a fit's end, its last checkpoint written: not lr_find's, nor validate's)
+        if not (self.learn.lock.locked() or hasattr(self.learn, 'lr_finder')): happens('fit')
 
 class FirstBatch(Callback):
     "Where each fit of this process started training, and how many samples it had loaded by then"
@@ -199,7 +206,6 @@ def whole_script(path, checkpointed):
                     break
                 except KeyboardInterrupt:
                     if kill[0] != 'interrupt': raise
-            if what != 'lr_find': happens('fit')
     return results
 
 def run(number, chosen):
@@ -234,7 +240,40 @@ def run_script(spec_, folder_):
         if codes[-1] not in (0, 17): break
     (folder/'exit_codes.json').write_text(json.dumps(codes))
 
-specs = json.loads(sys.argv[1])
-if isinstance(specs, dict): run_script(specs, Path(sys.argv[2]))   # one script, in FOLDER
-else:                                                                # several, the i-th in FOLDER/i
-    for i,one in enumerate(specs): run_script(one, Path(sys.argv[2])/str(i))
+
+# -- for the notebooks that run this file (importing it runs nothing)
+def run_scripts(specs:list, folder:Path, env:dict|None=None, timeout:int=1800)->list:
+    "Run this file on `specs` in a new process; for each script, its exit codes, its processes, and what its fits ended with"
+    import subprocess
+    res = subprocess.run([sys.executable, __file__, json.dumps(list(specs)), str(folder)], env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = []
+    for i,spec in enumerate(specs):
+        f = Path(folder)/str(i)
+        codes = json.loads((f/'exit_codes.json').read_text())
+        assert codes[-1] == 0 and all(c in (0, 17) for c in codes), f'{spec}: exits {codes}\n{res.stderr[-3000:]}'
+        processes = []
+        for j in range(len(codes)):
+            said = [l.split(': ', 1)[1] for l in (f/f'process{j}.out').read_text().splitlines() if l.startswith('TrainingCheckpoint: ')]
+            processes.append(dict(json.loads((f/f'process{j}.json').read_text()), said=said))
+        out.append(dict(spec=spec, codes=codes, processes=processes, final=torch.load(f/'final.pt', weights_only=False),
+                        reference=torch.load(f/'reference.pt', weights_only=False) if (f/'reference.pt').exists() else None))
+    return out
+
+def differences(final:list, reference:list)->list:
+    "What differs between what the fits of two runs of a script ended with: [(fit, what)], empty if nothing, to the bit"
+    if len(final) != len(reference): return [('fits', f'{len(final)} and {len(reference)}')]
+    out = []
+    for i,(a,b) in enumerate(zip(final, reference)):
+        for k in sorted(set(a) | set(b)):
+            if k == 'weights': same = len(a[k]) == len(b[k]) and all(torch.equal(p, q) for p,q in zip(a[k], b[k]))
+            else: same = repr(a.get(k)) == repr(b.get(k))   # (floats, and NumPy's, to the last digit)
+            if not same: out.append((i, k))
+    return out
+
+if __name__ == '__main__':
+    specs = json.loads(sys.argv[1])
+    if isinstance(specs, dict): run_script(specs, Path(sys.argv[2]))   # one script, in FOLDER
+    else:                                                                # several, the i-th in FOLDER/i
+        for i,one in enumerate(specs): run_script(one, Path(sys.argv[2])/str(i))
