@@ -28,15 +28,15 @@ from .accumulate import GradientAccumulation
 __all__ = ['CheckpointError', 'numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'load_checkpoint_file',
            'TrainingCheckpoint']
 
-# %% ../nbs/22_checkpoint.ipynb #59dd0fe1
+# %% ../nbs/22_checkpoint.ipynb #3a3957bc
 class CheckpointError(ValueError):
-    "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (corrupt, truncated, of another configuration)"
+    "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (damaged, foreign)"
 
 _MAGIC = b'fastaccum-ckpt-1'
 _TRAILER = struct.Struct('<16s32sQ')   # after the payload: a mark, the payload's SHA-256, its length
 
 class _HashingFile:
-    "A file that hashes and counts what `torch.save` writes to it (and keeps the error of a failed write: torch hides it)"
+    "A file that hashes and counts what `torch.save` writes to it, and keeps a failed write's error (torch hides it)"
     def __init__(self, f): self.f,self.sha,self.n,self.error = f,hashlib.sha256(),0,None
     def write(self, b):
         self.sha.update(b); self.n += len(b)
@@ -46,13 +46,14 @@ class _HashingFile:
 
 def _write_failure(path:Path, e:BaseException)->str:
     "What a failed write says: the file, the system's reason, and for a full disk the space left"
-    cause = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    text = str(e).strip()
+    cause = e.strerror if isinstance(e, OSError) and e.strerror else text.splitlines()[0] if text else type(e).__name__
     message = f'Could not write the checkpoint {path}: {cause}.'
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         try: free = f'{shutil.disk_usage(path.parent).free/2**20:,.0f} MiB free'
         except OSError: free = 'its free space unknown'
-        message += (f' The disk (or the quota, or the file size limit) is full: {free} in {path.parent}. Free some space, '
-                    'or put the checkpoints elsewhere (learn.path, learn.model_dir).')
+        message += (f' The disk (or the quota, or the file size limit) is full: {free} in {path.parent}. Free some '
+                    'space, or put the checkpoints elsewhere (learn.path, learn.model_dir).')
     return message + ' The checkpoint written before it is left as it was.'
 
 def _file_path(path, name:str='path')->Path:
@@ -95,9 +96,9 @@ def _fsync_dir(folder):
 
 def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
                          path, # Where: `{fname}.pth`
-                         keep:int=1, # How many checkpoints to keep: older ones move to `fname.1.pth`, `fname.2.pth`, ...
+                         keep:int=1, # How many checkpoints to keep: older ones move to `fname.1.pth`, `fname.2.pth`
                         ):
-    "Write `obj` to `path` atomically, with a checksum: a temporary file in the same folder, flushed, fsynced, then renamed over `path`"
+    "Write `obj` to `path` atomically, with a checksum: a temporary file beside it, fsynced, renamed over `path`"
     path = _file_path(path)
     check_positive_int('keep', keep, 'Pass how many checkpoints to keep, e.g. keep=1 (the newest only).')
     tmp,hashed = path.with_name(f'.{path.name}.{os.getpid()}.tmp'),None
@@ -111,7 +112,7 @@ def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
         _rotate(path, keep)
         os.replace(tmp, path)
         _fsync_dir(path.parent)
-    except (OSError, RuntimeError) as e:   # (torch reports a failed write as its own RuntimeError: the file kept the cause)
+    except (OSError, RuntimeError) as e:   # (torch reports a failed write as its RuntimeError: the file has the cause)
         raise CheckpointError(_write_failure(path, hashed.error if hashed is not None and hashed.error else e)) from e
     finally: tmp.unlink(missing_ok=True)
 
@@ -124,23 +125,24 @@ def remove_partial_writes(path, # The newest checkpoint, `{fname}.pth`
 
 def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
                         ):
-    "Read a checkpoint onto the CPU, after checking that it is whole (its length and checksum); `CheckpointError` if not"
+    "Read a checkpoint onto the CPU, after checking that it is whole (length, checksum); `CheckpointError` if not"
     path = _file_path(path)
     older = [p.name for p in (numbered_path(path, 1),) if p.exists()]
-    fix = (f'Resume from the previous one (rename {older[0]} to {path.name}), or delete it' if older else 'Delete it') + \
-          ' to start afresh, or pass resume=False.'
+    fix = (f'Resume from the previous one (rename {older[0]} to {path.name}), or delete it' if older else
+           'Delete it') + ' to start afresh, or pass resume=False.'
     data = path.read_bytes()
     if len(data) < _TRAILER.size or _TRAILER.unpack_from(data, len(data)-_TRAILER.size)[0] != _MAGIC:
-        raise CheckpointError(f'`{path}` is not a whole fastaccum checkpoint (truncated, or another kind of file). {fix}')
+        raise CheckpointError(f'`{path}` is not a whole fastaccum checkpoint (truncated, or another kind of file). '
+                              f'{fix}')
     _,digest,n = _TRAILER.unpack_from(data, len(data)-_TRAILER.size)
     payload = memoryview(data)[:len(data)-_TRAILER.size]
     if n != len(payload) or hashlib.sha256(payload).digest() != digest:
         raise CheckpointError(f'`{path}` is corrupt: its contents do not match the checksum written with it. {fix}')
     # `weights_only=False`: a checkpoint holds random states and the Recorder's history, not only tensors; this is
-    # your own training's file, whose checksum was just verified (never load a checkpoint from a source you do not trust)
+    # your own training's file, whose checksum was just verified (never load a checkpoint from a source you don't trust)
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
-# %% ../nbs/22_checkpoint.ipynb #fc32af97
+# %% ../nbs/22_checkpoint.ipynb #80930e45
 def _random_states():
     "The process's random states: Python's, NumPy's, torch's on the CPU and on every CUDA device"
     return dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state(),
@@ -158,7 +160,7 @@ def _rng_owner(dl):
 
 def _kept_order(dl):
     "The order a loader keeps from one epoch to the next: `LMDataLoader` shuffles its texts in place"
-    text = sys.modules.get('fastai.text.data')   # (no loader is an `LMDataLoader` unless fastai's text module is imported)
+    text = sys.modules.get('fastai.text.data')   # (no loader is an `LMDataLoader` unless fastai's text module is in)
     return dl.items.idxs if text is not None and isinstance(dl, text.LMDataLoader) else None
 
 def _loader_state(dl):
@@ -203,7 +205,7 @@ def _plain(o):
 _PLAIN = (bool, int, float, str, type(None))
 
 def _describe(v):
-    "A value of a callback's configuration, as it compares across processes: plain values as they are, functions by name"
+    "A value of a callback's configuration, as it compares across processes: plain values, functions by their name"
     if isinstance(v, _PLAIN): return v
     if isinstance(v, (list, tuple)): return [_describe(o) for o in v]
     if isinstance(v, dict): return {str(k): _describe(o) for k,o in v.items()}
@@ -222,7 +224,8 @@ def _settings(cb)->dict:
 def _item_bytes(o)->bytes:
     "An item of a dataset as bytes, to fingerprint the data (nothing else of it is read, nothing drawn at random)"
     if isinstance(o, torch.Tensor): return o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-    if isinstance(o, np.ndarray): return repr(o.tolist()).encode() if o.dtype == object else np.ascontiguousarray(o).tobytes()
+    if isinstance(o, np.ndarray):
+        return repr(o.tolist()).encode() if o.dtype == object else np.ascontiguousarray(o).tobytes()
     if isinstance(o, (str, bytes, numbers.Number, Path, type(None))): return repr(o).encode()
     if isinstance(o, (list, tuple)): return b'(' + b','.join(_item_bytes(x) for x in o) + b')'
     if hasattr(o, 'to_numpy'): return _item_bytes(o.to_numpy())   # (a row of a DataFrame)
@@ -232,7 +235,7 @@ def _fingerprint(dataset)->str|None:
     "A hash of 16 items of the training set, spread over it: fastai's raw `items` if it has them, or a list's as stored"
     items = dataset if isinstance(dataset, (list, tuple, L)) else getattr(dataset, 'items', None)
     if isinstance(items, L): items = items.items
-    if isinstance(items, (list, tuple)): get = (list if isinstance(items, list) else tuple).__getitem__   # (not a subclass's)
+    if isinstance(items, (list, tuple)): get = (list if isinstance(items, list) else tuple).__getitem__   # (as stored)
     elif hasattr(items, 'iloc'): get = lambda items, i: items.iloc[i]   # (a DataFrame's rows)
     else: return None   # (another dataset: its items are not read, they may be loaded and transformed)
     n,sha = len(items),hashlib.sha256()
@@ -265,8 +268,8 @@ def _short(v, n=80, exact=False):
     return s if len(s) <= n else s[:n-3] + '...'
 
 _FORMAT = 2
-_CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler', 'callbacks',
-                    'recorder', 'schedulers', 'trackers', 'csv'}
+_CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
+                    'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
 
 def _grads(model)->list:
     "Each parameter's gradient at a step boundary: `None` (none yet), 0 (zeroed: fastai keeps the tensor), or itself"
@@ -281,7 +284,8 @@ def _check_contents(ckpt, path):
     "A checkpoint of this version of `TrainingCheckpoint`, or a `CheckpointError` that says what it is"
     if isinstance(ckpt, dict) and ckpt.get('format') not in (None, _FORMAT) and 'config' in ckpt:
         raise CheckpointError(f'`{path}` was written by another version of fastaccum (checkpoint format '
-                              f'{ckpt["format"]}, this one reads {_FORMAT}). Delete it to start afresh, or pass another fname.')
+                              f'{ckpt["format"]}, this one reads {_FORMAT}). Delete it to start afresh, or pass '
+                              'another fname.')
     if not isinstance(ckpt, dict) or ckpt.get('format') != _FORMAT or not _CHECKPOINT_KEYS <= set(ckpt):
         lacks = sorted(_CHECKPOINT_KEYS - set(ckpt)) if isinstance(ckpt, dict) else 'everything'
         raise CheckpointError(f'`{path}` is not a TrainingCheckpoint checkpoint (it lacks {lacks}). '
@@ -295,10 +299,11 @@ def _recorder_state(recorder):
     "The Recorder's history; with `train_metrics`, its metrics' running state too (they accumulate over the epoch)"
     if recorder is None: return None
     smooth = recorder.smooth_loss
-    metrics = [{k: v for k,v in vars(m).items() if not callable(v)} for m in recorder.metrics] if recorder.train_metrics else None
+    metrics = None if not recorder.train_metrics else [{k: v for k,v in vars(m).items() if not callable(v)}
+                                                         for m in recorder.metrics]
     return dict(lrs=list(recorder.lrs), losses=list(recorder.losses), iters=list(recorder.iters),
                 values=[list(v) for v in recorder.values], smooth_loss=(smooth.count, smooth.val), metrics=metrics,
-                hps=getattr(recorder, 'hps', None), accum_bs=getattr(recorder, 'accum_bs', None))   # (one-cycle's, the schedule's)
+                hps=getattr(recorder, 'hps', None), accum_bs=getattr(recorder, 'accum_bs', None))   # (one-cycle's, ...)
 
 _TRACKED = ('best', 'wait', 'new_best', 'last_saved_path')   # what fastai's trackers carry from epoch to epoch
 
@@ -312,7 +317,7 @@ def _csv_text(cb)->str:
     return path.read_text() if path.exists() else ''
 
 def _restore_csv(cb, text:str):
-    "A `CSVLogger`'s file as it was at the checkpoint (its `before_fit` has opened it afresh, or its `after_fit` closed it)"
+    "A `CSVLogger`'s file as it was at the checkpoint (its `before_fit` opened it afresh, or its `after_fit` closed it)"
     f = cb.__dict__.get('file')
     if f is not None and not f.closed: f.seek(0); f.truncate(); f.write(text); f.flush()
     else: (Path(cb.path)/cb.fname).write_text(text)
@@ -327,47 +332,50 @@ def _fit_path(first:Path, k:int)->Path:
     "The file of fit `k` of the run whose fit 0 writes `first`"
     return first if k == 0 else first.with_name(f'{first.stem}.fit{k}{first.suffix}')
 
-# %% ../nbs/22_checkpoint.ipynb #16b6f0cf
+# %% ../nbs/22_checkpoint.ipynb #c5262b8b
 class TrainingCheckpoint(Callback):
-    "Save everything a fit needs to continue at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
-    order = 99   # after every other callback: the Recorder (50) has logged the batch, schedulers (60) and fastaccum have done theirs
-    # no batch events while no checkpoint is due (fastai's dispatch of them is what a callback costs at each micro-batch):
-    # the optimizer's `step` counts the steps, and turns `run_train` on when a checkpoint is due
+    "Save all a run needs at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
+    order = 99   # after every other callback: the Recorder (50) has logged the batch, the schedulers (60) done theirs
+    # no batch events while no checkpoint is due (fastai's dispatch of them is what a callback costs at each
+    # micro-batch): the optimizer's `step` counts the steps, and turns `run_train` on when a checkpoint is due
     run_train = run_valid = False
     def __init__(self,
-        fname:str='checkpoint', # The run's name: fit 0 writes `learn.path/learn.model_dir/{fname}.pth`, fit k `{fname}.fit{k}.pth`
-        every_steps:int|None=None, # Write every this many optimizer steps (at the first step boundary after them); `None`: only at epoch ends
+        fname:str='checkpoint', # The run's name: its fit 0 writes `learn.path/learn.model_dir/{fname}.pth`
+        every_steps:int|None=None, # Write every this many optimizer steps (at a step boundary); `None`: at epoch ends
         every_epoch:bool=True, # Write at the end of each epoch (after its validation)
-        resume:bool=False, # At the start of each fit, load its checkpoint if there is one: continue it, or skip it if it had finished
-        keep:int=1, # Checkpoints to keep of a fit: the newest is `{fname}.pth`, older ones `{fname}.1.pth`, `{fname}.2.pth`, ...
+        resume:bool=False, # Each fit loads its checkpoint if there is one: continues it, or skips it if it had finished
+        keep:int=1, # Checkpoints to keep of a fit: the newest is `{fname}.pth`, the one before `{fname}.1.pth`, ...
     ):
         if not isinstance(fname, (str, os.PathLike)) or not str(fname) or Path(fname).name != str(fname):
-            raise ValueError(f'`fname` must be a file name without folders, got {fname!r}. Pass e.g. fname="checkpoint"; the file goes to learn.path/learn.model_dir.')
+            raise ValueError(f'`fname` must be a file name without folders, got {fname!r}. Pass e.g. '
+                             'fname="checkpoint"; the file goes to learn.path/learn.model_dir.')
         fname = str(fname)
-        if every_steps is not None: check_positive_int('every_steps', every_steps, 'Pass a number of optimizer steps, or None to write at epoch ends only.')
+        if every_steps is not None:
+            check_positive_int('every_steps', every_steps, 'Pass a number of optimizer steps, or None for epoch ends.')
         check_bool('every_epoch', every_epoch); check_bool('resume', resume)
         check_positive_int('keep', keep, 'Pass how many checkpoints to keep, e.g. keep=1.')
         if every_steps is None and not every_epoch:
-            raise ValueError('With every_steps=None and every_epoch=False no checkpoint is written but at the end of each fit. '
-                             'Pass every_steps=<steps>, or every_epoch=True.')
+            raise ValueError('With every_steps=None and every_epoch=False no checkpoint is written but at the end of '
+                             'each fit. Pass every_steps=<steps>, or every_epoch=True.')
         store_attr()
         self.resumed_from,self.fit_index,self.steps,self.written,self._stepped = None,None,0,0,False
-        self._on,self._patches,self._paused,self._resume,self._finished,self._epoch,self._ended = False,None,[],None,None,None,None
+        self._on,self._patches,self._paused,self._resume = False,None,[],None
+        self._finished = self._epoch = self._ended = None
         self.releases = Releases()
 
-    # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, the end of the fit it
-    # was passed to): what the fit installed is released then. Other attributes are set plainly (no fastai check)
+    # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, the end of the fit
+    # it was passed to): what the fit installed is released then. Other attributes are set plainly (no fastai check)
     learn,__setattr__ = Attached(),object.__setattr__
 
     def _first(self)->Path: return Path(self.learn.path)/self.learn.model_dir/f'{self.fname}.pth'
 
     @property
     def path(self)->Path:
-        "This fit's file (before a fit: the next fit's): the run's fit 0 writes `{fname}.pth`, fit k `{fname}.fit{k}.pth`"
+        "This fit's file (before one: the next's): the run's fit 0 writes `{fname}.pth`, fit k `{fname}.fit{k}.pth`"
         first = self._first()
         return _fit_path(first, self.fit_index if self.fit_index is not None else _run_of(first)['completed'])
 
-    # -- which fits it acts in: not fastai's validation or `get_preds` (which fire `before_fit` holding `learn.lock`), nor `lr_find`
+    # -- the fits it acts in: not fastai's validation or `get_preds` (`before_fit` holding `learn.lock`), nor lr_find
     def _acts(self): return not self.learn.lock.locked() and not hasattr(self.learn, 'lr_finder')
 
     def _say(self, message):
@@ -375,22 +383,25 @@ class TrainingCheckpoint(Callback):
         if self.rank == 0: print(f'TrainingCheckpoint: {message}')
 
     def before_fit(self):
-        "Check what can be checkpointed, and that the folder is writable; with `resume`, load this fit's checkpoint if there is one"
+        "Check what can be checkpointed, and that the folder is writable; with `resume`, load this fit's checkpoint"
         if self.learn.lock.locked(): return   # (the validation context, inside a fit or not, changes nothing)
         self._release()
         self._on = self._acts()
         if not self._on: return
         learn = self.learn
-        if is_fsdp(learn.model): raise ValueError('TrainingCheckpoint does not support FSDP: its weights and optimizer state are sharded over the processes.')
+        if is_fsdp(learn.model): raise ValueError('TrainingCheckpoint does not support FSDP: its weights and optimizer '
+                                                  'state are sharded over the processes.')
         if self.every_steps is not None and _rng_owner(learn.dls.train) is None:
-            raise ValueError(f'TrainingCheckpoint(every_steps={self.every_steps}) resumes in the middle of an epoch through the order of '
-                             f"fastai's DataLoader, but the training loader is a {type(learn.dls.train).__name__}. Pass every_steps=None "
-                             "(checkpoints at epoch ends), or train from a fastai DataLoader.")
+            raise ValueError(f'TrainingCheckpoint(every_steps={self.every_steps}) resumes in the middle of an epoch '
+                             f"through the order of fastai's DataLoader, but the training loader is a "
+                             f'{type(learn.dls.train).__name__}. Pass every_steps=None (checkpoints at epoch ends), or '
+                             'train from a fastai DataLoader.')
         self.world_size = ddp_world_size(learn)
         self.rank = torch.distributed.get_rank() if self.world_size > 1 else 0
         run = _run_of(self._first())
-        self.fit_index,self.steps,self.written,self._stepped = run['completed'],0,0,False   # (a fit not completed is this one again)
-        retry,run['started'] = run['started'] == self.fit_index,self.fit_index   # (`retry`: after this fit was interrupted)
+        # (a fit not completed is this one again; `retry`: this fit was interrupted in this process)
+        self.fit_index,self.steps,self.written,self._stepped = run['completed'],0,0,False
+        retry,run['started'] = run['started'] == self.fit_index,self.fit_index
         self.resumed_from,self._paused,self._patches,self._epoch,self._ended = None,[],None,None,None
         self._config = self._configuration()
         if self.rank == 0: self._check_writable()
@@ -412,8 +423,8 @@ class TrainingCheckpoint(Callback):
             probe = folder/f'.{self.fname}.{os.getpid()}.probe'
             probe.write_bytes(b''); probe.unlink()
         except OSError as e:
-            raise CheckpointError(f'TrainingCheckpoint cannot write its checkpoints in {folder}: {e.strerror or e}. Make it '
-                                  'writable, or set learn.path (or learn.model_dir) to a folder that is.') from e
+            raise CheckpointError(f'TrainingCheckpoint cannot write its checkpoints in {folder}: {e.strerror or e}. '
+                                  'Make it writable, or set learn.path (or learn.model_dir) to one that is.') from e
 
     def _counting(self, step):
         "The optimizer's `step`, counted; when a checkpoint is due, this batch's `after_batch` will see it"
@@ -425,9 +436,10 @@ class TrainingCheckpoint(Callback):
         return counted_step
 
     def _stateful(self):
-        "The callbacks whose state goes with the checkpoint: those with `state_dict` and `load_state_dict` (fastaccum's)"
-        # (looked up on the class: a callback hands unknown attributes on to the Learner, and that to the model, which has `state_dict`)
-        return [cb for cb in self.learn.cbs if cb is not self and all(callable(getattr(type(cb), m, None)) for m in ('state_dict', 'load_state_dict'))]
+        "The callbacks whose state goes with the checkpoint: those with `state_dict` and `load_state_dict`"
+        # (on the class: a callback hands unknown attributes on to the Learner, that to the model, with `state_dict`)
+        has = lambda cb: all(callable(getattr(type(cb), m, None)) for m in ('state_dict', 'load_state_dict'))
+        return [cb for cb in self.learn.cbs if cb is not self and has(cb)]
 
     def _trackers(self): return [cb for cb in self.learn.cbs if isinstance(cb, TrackerCallback)]
     def _csv_loggers(self): return [cb for cb in self.learn.cbs if isinstance(cb, CSVLogger)]
@@ -436,7 +448,8 @@ class TrainingCheckpoint(Callback):
     def _configured(self):
         "The callbacks whose settings must match: those with state, fastai's trackers and CSV logger, and fastaccum's"
         carried = self._stateful() + self._trackers() + self._csv_loggers()
-        return carried + [cb for cb in self.learn.cbs if cb is not self and cb not in carried and type(cb).__module__.startswith('fastaccum.')]
+        ours = lambda cb: cb is not self and cb not in carried and type(cb).__module__.startswith('fastaccum.')
+        return carried + [cb for cb in self.learn.cbs if ours(cb)]
 
     def _configuration(self):
         "What must be the same for a checkpoint to continue this fit"
@@ -446,19 +459,21 @@ class TrainingCheckpoint(Callback):
         try: n_samples = len(dl.dataset)
         except (TypeError, AttributeError): n_samples = None
         opt = learn.opt
-        return {'fit': self.fit_index, 'epochs': learn.n_epoch, 'training batches': n_batches, 'training samples': n_samples,
-                'training data': _fingerprint(getattr(dl, 'dataset', None)), 'batch size': loader_bs(dl),
-                'loader': type(dl).__name__, 'world size': self.world_size,
+        return {'fit': self.fit_index, 'epochs': learn.n_epoch, 'training batches': n_batches,
+                'training samples': n_samples, 'training data': _fingerprint(getattr(dl, 'dataset', None)),
+                'batch size': loader_bs(dl), 'loader': type(dl).__name__, 'world size': self.world_size,
                 'parameters': {n: list(t.shape) for n,t in _bare(learn.model).state_dict().items()},
-                'optimizer': [type(opt).__name__] + [getattr(f, '__name__', type(f).__name__) for f in getattr(opt, 'cbs', [])],
-                'hypers': {f'{i}.{k}': _plain(h[k]) for i,h in enumerate(getattr(opt, 'hypers', [])) for k in ('lr', 'wd') if k in h},   # (as `fit` sets them)
-                'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # each `ParamScheduler`, read at a few points
+                'optimizer': [type(opt).__name__] + [getattr(f, '__name__', type(f).__name__)
+                                                     for f in getattr(opt, 'cbs', [])],
+                'hypers': {f'{i}.{k}': _plain(h[k]) for i,h in enumerate(getattr(opt, 'hypers', []))   # (as fit sets)
+                           for k in ('lr', 'wd') if k in h},
+                'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # at a few points
                              for i,cb in enumerate(self._schedulers()) for h,f in cb.scheds.items()},
                 'callbacks': {cb.name: _callback_config(cb) for cb in self._configured()}}
 
     # -- resuming
     def _load(self, run, retry:bool=False)->bool:
-        "Load this fit's checkpoint if it is of this run: continue it, or skip the fit if it had finished; refuse a damaged or foreign one"
+        "Load this fit's checkpoint if it is of this run: continue it, or skip the finished fit; refuse a bad one"
         path = self.path
         if self.rank == 0: remove_partial_writes(path)
         if not path.exists(): return False
@@ -466,33 +481,37 @@ class TrainingCheckpoint(Callback):
         _check_contents(ckpt, path)
         k = self.fit_index
         if k > 0 and ckpt['run']['id'] != run['id']:
-            self._say(f'{path} is fit {k} of an earlier run (its fit 0 was trained again since): fit {k} starts afresh, '
-                      'and writes over it.')
+            self._say(f'{path} is fit {k} of an earlier run (its fit 0 was trained again since): fit {k} starts '
+                      'afresh, and writes over it.')
             return False
         differences = _differences(ckpt['config'], self._config)
         if differences and retry and k > 0 and self._from_the_top(run): return self._load(run)
         if differences:
             raise CheckpointError(f'`{path}` was written by another configuration: ' + '; '.join(differences) +
-                                  '. Resume with the configuration that wrote it, or delete it (or pass resume=False) to start afresh.')
-        if len(ckpt['ranks']) != self.world_size: raise CheckpointError(f'`{path}` holds the random states of {len(ckpt["ranks"])} processes, not {self.world_size}.')
+                                  '. Resume with the configuration that wrote it, or delete it (or pass resume=False) '
+                                  'to start afresh.')
+        if len(ckpt['ranks']) != self.world_size:
+            raise CheckpointError(f'`{path}` holds the random states of {len(ckpt["ranks"])} processes, not '
+                                  f'{self.world_size}.')
         if k == 0: run['id'] = ckpt['run']['id']
         pos = ckpt['position']
         if ckpt['finished']:
             self._finished,self.resumed_from = ckpt,(pos['epoch'], 0)
-            self._say(f'fit {k} had finished ({pos["epoch"]} epochs, {pos["steps"]} optimizer steps): its end is loaded from '
-                      f'{path}, and nothing is trained again. To train it again, delete the file or pass another fname.')
-            raise CancelFitException()   # (the other callbacks end the fit they started; `after_fit` puts the finished fit's end in place)
+            self._say(f'fit {k} had finished ({pos["epoch"]} epochs, {pos["steps"]} optimizer steps): its end is '
+                      f'loaded from {path}, and nothing is trained again. To train it again, delete the file or pass '
+                      'another fname.')
+            raise CancelFitException()   # (the others end the fit they started; then `after_fit` puts its end back)
         self._apply(ckpt)
         return True
 
     def _from_the_top(self, run)->bool:
-        "After an interruption, a fit that is not the one interrupted but the run's fit 0: the script run again from the top"
+        "After an interruption, a fit not the one interrupted but the run's fit 0: the script again from the top"
         first = self._first()
         if not first.exists(): return False
         ckpt = load_checkpoint_file(first)
         _check_contents(ckpt, first)
-        if ckpt['run']['id'] != run['id'] or not ckpt['finished'] or _differences(ckpt['config'], dict(self._config, fit=0)):
-            return False
+        if ckpt['run']['id'] != run['id'] or not ckpt['finished']: return False
+        if _differences(ckpt['config'], dict(self._config, fit=0)): return False
         run['completed'] = run['started'] = self.fit_index = self._config['fit'] = 0
         return True
 
@@ -529,19 +548,22 @@ class TrainingCheckpoint(Callback):
 
     def _load_optimizer(self, state):
         opt = self.learn.opt
-        if not isinstance(opt, Optimizer): return opt.load_state_dict(state)   # PyTorch's optimizers move the state to the parameters' device
+        if not isinstance(opt, Optimizer): return opt.load_state_dict(state)   # (PyTorch's move it to the parameters)
         params = [p for p,*_ in opt.all_params()]
         if len(state['state']) != len(params) or len(state['hypers']) != len(opt.param_lists):
-            raise CheckpointError(f'`{self.path}` holds the optimizer state of {len(state["state"])} parameters in {len(state["hypers"])} groups, '
-                                  f'the optimizer has {len(params)} in {len(opt.param_lists)}: was the model frozen differently? Freeze it as when it was written.')
+            raise CheckpointError(f'`{self.path}` holds the optimizer state of {len(state["state"])} parameters in '
+                                  f'{len(state["hypers"])} groups, the optimizer has {len(params)} in '
+                                  f'{len(opt.param_lists)}: was the model frozen differently? Freeze it as when it was '
+                                  'written.')
         device = params[0].device if params else 'cpu'
-        more = {k: _to_device(v, device) for k,v in state.items() if k not in ('state', 'hypers')}   # (`Lookahead`'s count and slow weights)
-        opt.load_state_dict(dict(more, hypers=state['hypers'], state=[_to_device(s, p.device) for s,p in zip(state['state'], params)]))
+        more = {k: _to_device(v, device) for k,v in state.items() if k not in ('state', 'hypers')}   # (Lookahead's)
+        moved = [_to_device(s, p.device) for s,p in zip(state['state'], params)]
+        opt.load_state_dict(dict(more, hypers=state['hypers'], state=moved))
 
     def _load_recorder(self, saved):
         recorder = getattr(self.learn, 'recorder', None)
         if recorder is None or saved is None: return
-        recorder.lrs,recorder.losses,recorder.iters,recorder.values = saved['lrs'],saved['losses'],saved['iters'],saved['values']
+        for name in ('lrs', 'losses', 'iters', 'values'): setattr(recorder, name, saved[name])
         recorder.smooth_loss.count,recorder.smooth_loss.val = saved['smooth_loss']
         for name in ('hps', 'accum_bs'):
             if saved[name] is not None: setattr(recorder, name, saved[name])
@@ -550,7 +572,7 @@ class TrainingCheckpoint(Callback):
 
     def _pause(self, later:bool=False):
         "The finished epochs are skipped: no other callback sees them (but the progress bar, whose epochs count from 0)"
-        # (in `before_fit` those before this one, which have started the fit; the others when the first epoch is skipped)
+        # (in `before_fit` those before this one, which started the fit; the others when the first epoch is skipped)
         cbs = list(self.learn.cbs.sorted('order'))
         cbs = cbs[cbs.index(self)+1:] if later else cbs[:cbs.index(self)]
         paused = [(cb, cb.run) for cb in cbs if not isinstance(cb, ProgressCallback)]
@@ -574,7 +596,7 @@ class TrainingCheckpoint(Callback):
         self._epoch = dict(random=_random_states(), loader=_loader_state(self.learn.dl))
 
     def _continue(self):
-        "The checkpoint's epoch (or the fit's end): the loaders and random states, and fastai's position, as at the checkpoint"
+        "The checkpoint's epoch (or the fit's end): loaders, random states, fastai's position, as at the checkpoint"
         learn,ckpt = self.learn,self._resume
         pos,mine = ckpt['position'],ckpt['ranks'][self.rank]
         self._resume = None
@@ -599,7 +621,7 @@ class TrainingCheckpoint(Callback):
         dl = learn.dl
         n,own,get_idxs = k*(loader_bs(dl) or 1),vars(dl).get('get_idxs'),dl.get_idxs
         def skipping_get_idxs():
-            "The epoch's order as it was drawn; then the random states of the checkpoint, and the first `k` batches left out"
+            "The epoch's order as it was drawn; then the checkpoint's random states, and the first `k` batches left out"
             _put_back_get_idxs(dl, own)
             idxs = list(get_idxs())
             # PyTorch's loader iterator draws the seed of its workers next: from a copy, as the epoch drew it
@@ -626,12 +648,13 @@ class TrainingCheckpoint(Callback):
 
     # -- writing
     def after_batch(self):
-        "Called while a checkpoint is due: write it after a step at a step boundary (with fastaccum: at the end of a loader batch)"
+        "While a checkpoint is due: write it after a step at a step boundary (with fastaccum, a loader batch's end)"
         stepped,self._stepped = self._stepped,False
-        if stepped and _loader_batch_done(find_cb(self.learn, GradientAccumulation)): self._write(self.epoch, self.iter+1)
+        if stepped and _loader_batch_done(find_cb(self.learn, GradientAccumulation)):
+            self._write(self.epoch, self.iter+1)
 
     def after_epoch(self):
-        "At the end of each epoch (after its validation), with `every_epoch`; after the last skipped epoch, the others run again"
+        "At each epoch's end (after its validation), with `every_epoch`; after the last skipped epoch, the others run"
         if not self._on: return
         if self._paused:
             if self.epoch+1 < self.resumed_from[0]: return
@@ -654,7 +677,7 @@ class TrainingCheckpoint(Callback):
         self._release()
 
     def _took_no_step(self, ckpt):
-        "Resumed at its end, the fit trained nothing: the callbacks' states are those after the fit, not of one to go on"
+        "Resumed at its end, the fit trained nothing: the callbacks' states are those after it, not of a fit to go on"
         for cb in self._stateful():
             state = ckpt['callbacks'][cb.name]
             if isinstance(state, dict) and state.get('in_fit'): cb.load_state_dict(dict(state, in_fit=False))
@@ -670,13 +693,13 @@ class TrainingCheckpoint(Callback):
         _set_random_states(mine['random'])
 
     def _release(self):
-        "On every way out of a fit: the other callbacks run again, the batch index and the optimizer's step are fastai's"
+        "On every way out of a fit: the other callbacks run again, the batch index and optimizer's step are fastai's"
         self._unpause(); self._unpatch()
         self.releases.close()
         self._resume,self._finished,self._on,self.run_train = None,None,False,False
 
     def _write(self, epoch, batches, finished=False):
-        "Write the checkpoint of the fit at `batches` done in `epoch` (process 0 writes, with every process's random states)"
+        "Write the checkpoint of the fit at `batches` done in `epoch` (process 0 writes, with every process's states)"
         learn = self.learn
         local = dict(random=_random_states(), loaders=_loader_states(learn.dls), epoch=self._epoch if batches else None)
         ranks = [local]
@@ -686,15 +709,16 @@ class TrainingCheckpoint(Callback):
         self.written,self.run_train = self.steps,False
         if self.rank != 0: return
         scaler = getattr(learn, 'scaler', None)
-        position = dict(epoch=epoch, batches=batches, train_iter=learn.train_iter, pct_train=learn.pct_train, steps=self.steps,
-                        learner_epoch=learn.epoch, training=learn.model.training)
+        position = dict(epoch=epoch, batches=batches, train_iter=learn.train_iter, pct_train=learn.pct_train,
+                        steps=self.steps, learner_epoch=learn.epoch, training=learn.model.training)
         save_checkpoint_file(dict(format=_FORMAT, run=dict(id=_run_of(self._first())['id'], fit=self.fit_index),
             finished=finished, config=self._config, ranks=ranks, position=position,
             model=_bare(learn.model).state_dict(), grads=_grads(_bare(learn.model)), opt=learn.opt.state_dict(),
             scaler=scaler.state_dict() if scaler is not None and hasattr(scaler, 'state_dict') else None,
             callbacks={cb.name: cb.state_dict() for cb in self._stateful()},
-            recorder=_recorder_state(getattr(learn, 'recorder', None)), schedulers=[cb.hps for cb in self._schedulers()],
-            trackers=[_tracker_state(cb) for cb in self._trackers()], csv=[_csv_text(cb) for cb in self._csv_loggers()]),
+            recorder=_recorder_state(getattr(learn, 'recorder', None)),
+            schedulers=[cb.hps for cb in self._schedulers()], trackers=[_tracker_state(cb) for cb in self._trackers()],
+            csv=[_csv_text(cb) for cb in self._csv_loggers()]),
             self.path, self.keep)
 
 def _put_back_get_idxs(dl, own):

@@ -35,7 +35,7 @@ def noise_scale_estimates(
     trace = (small_sqnorm - big_sqnorm)/(1/small_n - 1/big_n)
     return grad_sqnorm,trace
 
-# %% ../nbs/14_noise_scale.ipynb #42a27cd2
+# %% ../nbs/14_noise_scale.ipynb #fc3c3cc6
 _NO_ACCUMULATION = ("GradientNoiseScale measures while fastaccum's GradientAccumulation (or "
                     'GradientAccumulationSchedule) accumulates: add one to the Learner.')
 _FASTAI_ACCUMULATION = ("The Learner's `GradientAccumulation` is fastai's, not fastaccum's: a star import of fastai "
@@ -79,13 +79,12 @@ class GradientNoiseScale(BatchCallback, WindowListener):
 
     # -- the fit (fastai's validation context fires `before_fit` too, holding `learn.lock`: nothing to do there)
     def before_fit(self):
-        "Release what an interrupted fit left; start afresh (unless a state was loaded), with a `b_simple` column"
+        "Release what an interrupted fit left; a `b_simple` column for the Recorder (the fit starts with its training)"
         learn = self.learn
         if learn.lock.locked(): return
         self.releases.close()
         self._forget(); self._pairs.clear()
         if hasattr(learn, 'lr_finder'): return   # `lr_find` sweeps the learning rate: it measures and changes nothing
-        if not self._loaded: self._sqnorm_avg,self._trace_avg,self.history = 0.,0.,[]
         column = ValueMetric(lambda: self.b_simple, 'b_simple')
         learn.metrics = learn.metrics + [column]
         self.releases.callback(self._drop_column, column)
@@ -109,6 +108,8 @@ class GradientNoiseScale(BatchCallback, WindowListener):
             from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
             fastai_ga = find_cb(learn, FastaiGradientAccumulation)
             raise ValueError(_NO_ACCUMULATION if fastai_ga is None else _FASTAI_ACCUMULATION)
+        # a fit starts afresh when its training starts (not at `summary` or `tta`, which fire `before_fit` too)
+        if not self._loaded: self._sqnorm_avg,self._trace_avg,self.history = 0.,0.,[]
         self.ga,self._loaded = ga,False   # (a loaded state is this fit's now)
         self.releases.callback(setattr, self, 'ga', None)
         self.params = [p for p in learn.model.parameters() if p.requires_grad]

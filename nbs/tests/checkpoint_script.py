@@ -23,9 +23,9 @@ SPEC is JSON, one script or a list of them (the i-th run in FOLDER/i):
 - kills: a list of [kind, n]: the process dies the n-th time `kind` happens in it: 'window' (a micro-batch's backward
   that does not step), 'step' (after a step, before its checkpoint), 'batch' (after a training batch, its checkpoint
   written), 'valid' (a validation batch), 'epoch' (after an epoch, its checkpoint written), 'write' (half-way through
-  writing a checkpoint), 'fit' (when a fit has ended, its last checkpoint written); 'interrupt' raises a KeyboardInterrupt
-  instead (at the n-th training batch), which the script catches, running the same step again, as a notebook's cell
-  is run again; 'rerun' likewise, running the whole script again from the top, in the same process
+  writing a checkpoint), 'fit' (when a fit has ended, its last checkpoint written); 'interrupt' raises a
+  KeyboardInterrupt instead (at the n-th training batch), which the script catches, running the same step again,
+  as a notebook's cell is run again; 'rerun' likewise, running the whole script again from the top, in the same process
 - reference: False to skip the uninterrupted run
 
 FOLDER gets reference.pt (what each fit of the uninterrupted script ended with), final.pt (the same, from the last
@@ -79,13 +79,14 @@ def loaders(fold):
     return DataLoaders(dl, DataLoader(valid, bs=32))
 
 def accumulation():
+    if not spec.get('accum'): return []
     return dict(ga=lambda: [GradientAccumulation(3*bs)],
                 drop=lambda: [GradientAccumulation(3*bs, drop_last=True)],
                 loader_bs=lambda: [GradientAccumulation(micro_batch_size=bs//2)],
                 split=lambda: [GradientAccumulation(5*bs//2, micro_batch_size=bs//2)],
                 gns=lambda: [GradientAccumulation(3*bs, micro_batch_size='auto'),
                              GradientNoiseScale(adapt=True, beta=0.5, max_bs=6*bs)],
-                schedule=lambda: [GradientAccumulationSchedule(bs, 4*bs, finish=0.7)])[spec['accum']]() if spec.get('accum') else []
+                schedule=lambda: [GradientAccumulationSchedule(bs, 4*bs, finish=0.7)])[spec['accum']]()
 
 def opt_func():
     return dict(adam=Adam, ranger=ranger, sgd=partial(SGD, mom=0.9),
@@ -198,7 +199,8 @@ def whole_script(path, checkpointed):
                     with learn.no_bar(), learn.no_logging():
                         if what == 'lr_find':
                             learn.lr_find(num_it=12, show_plot=False)
-                            results.append(dict(lr_find=(list(learn.recorder.lrs), [float(v) for v in learn.recorder.losses])))
+                            r = learn.recorder
+                            results.append(dict(lr_find=(list(r.lrs), [float(v) for v in r.losses])))
                         else:
                             if what == 'fine_tune': learn.fine_tune(epochs[0], lr, freeze_epochs=1)
                             else: getattr(learn, what)(epochs[0], lr)
@@ -209,7 +211,7 @@ def whole_script(path, checkpointed):
     return results
 
 def run(number, chosen):
-    "One process: the uninterrupted script first (without the checkpoint), then the checkpointed one, killed at `chosen`"
+    "A process: first the uninterrupted script (without the checkpoint), then the checkpointed one, killed at `chosen`"
     global process,kill
     process,kill = number,None
     sys.stdout = open(folder/f'process{process}.out', 'w', buffering=1)
@@ -243,7 +245,7 @@ def run_script(spec_, folder_):
 
 # -- for the notebooks that run this file (importing it runs nothing)
 def run_scripts(specs:list, folder:Path, env:dict|None=None, timeout:int=1800)->list:
-    "Run this file on `specs` in a new process; for each script, its exit codes, its processes, and what its fits ended with"
+    "Run this file on `specs` in a new process; for each script its exit codes, processes, and what its fits ended with"
     import subprocess
     res = subprocess.run([sys.executable, __file__, json.dumps(list(specs)), str(folder)], env=env, capture_output=True,
                          text=True, timeout=timeout)
@@ -255,10 +257,12 @@ def run_scripts(specs:list, folder:Path, env:dict|None=None, timeout:int=1800)->
         assert codes[-1] == 0 and all(c in (0, 17) for c in codes), f'{spec}: exits {codes}\n{res.stderr[-3000:]}'
         processes = []
         for j in range(len(codes)):
-            said = [l.split(': ', 1)[1] for l in (f/f'process{j}.out').read_text().splitlines() if l.startswith('TrainingCheckpoint: ')]
+            lines = (f/f'process{j}.out').read_text().splitlines()
+            said = [l.split(': ', 1)[1] for l in lines if l.startswith('TrainingCheckpoint: ')]
             processes.append(dict(json.loads((f/f'process{j}.json').read_text()), said=said))
         out.append(dict(spec=spec, codes=codes, processes=processes, final=torch.load(f/'final.pt', weights_only=False),
-                        reference=torch.load(f/'reference.pt', weights_only=False) if (f/'reference.pt').exists() else None))
+                        reference=torch.load(f/'reference.pt', weights_only=False) if spec.get('reference', True)
+                                  else None))
     return out
 
 def differences(final:list, reference:list)->list:
