@@ -18,7 +18,7 @@ from .parts import WindowListener
 # %% auto #0
 __all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
 
-# %% ../nbs/20_integrations.ipynb #11e97b38
+# %% ../nbs/20_integrations.ipynb #4df4eb4d
 PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback',
                     'AzureMLCallback')
 STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
@@ -37,6 +37,8 @@ class StepLoggers(WindowListener):
         self.per_step,self.quiet,self.learn = per_step,False,learn
         self.wandb = getattr(learn, 'wandb', None)   # fastai's `WandbCallback`: its epoch axis and timer need telling
         self.window_start = None
+
+    def wants(self, event:str)->bool: return self.wandb is not None   # (the window's events time W&B's samples/sec)
 
     def silence(self):
         "Skip the loggers' training events until `show`: the current micro-batch does not step"
@@ -82,14 +84,27 @@ class StepLoggers(WindowListener):
         if self.wandb is not None and (share != 1 or not logged):
             wandb_count_batch(self.wandb, self.learn.n_iter, share, logged)
 
-# %% ../nbs/20_integrations.ipynb #8507a960
+# %% ../nbs/20_integrations.ipynb #83b55f42
 def _nothing(self): "A batch event this callback does not use"
+_BATCH_EVENTS = frozenset(_inner_loop)
+_CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException,
+            CancelTrainException, CancelValidException)
 
 class BatchCallback(Callback):
-    "A fastai `Callback` for training micro-batches, cheap in fastai's dispatch: every batch event, `training` direct"
+    "A fastai `Callback` for training micro-batches, cheap to dispatch: every batch event defined, a short path to it"
     run_valid = False
     @property
     def training(self)->bool: return self.learn.training   # (fastai's dispatch reads it at every event: no `GetAttr`)
+
+    def __call__(self, event_name):
+        "A batch event: in training, when `run` and `run_train`, its handler (with fastai's message on an error)"
+        if event_name not in _BATCH_EVENTS: return super().__call__(event_name)
+        if not (self.run and self.run_train and self.learn.training): return
+        try: return getattr(self, event_name)()
+        except _CANCELS: raise
+        except Exception as e:
+            raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event `{event_name}`:\n'
+                                      f'\t{e.args[0] if e.args else e}', replace=True)
 
 for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 # %% auto #0
-__all__ = ['Releases', 'Attached', 'WindowListener', 'find_cb']
+__all__ = ['Releases', 'Attached', 'WindowListener', 'Listeners', 'find_cb']
 
 # %% ../nbs/42_parts.ipynb #4147c63a
 def _put_back(obj, name, had, old):
@@ -53,7 +53,25 @@ class WindowListener:
     def window_closed(self, window): "The optimizer stepped on `window` (an `AccumWindow`)"
     def window_dropped(self): "The window ends without a step"
 
-# %% ../nbs/42_parts.ipynb #db040dd2
+# %% ../nbs/42_parts.ipynb #f21e96ab
+_EVENTS = ('window_started', 'micro_batch_done', 'window_closed', 'window_dropped')
+
+class Listeners:
+    "A fit's window listeners, each event's handlers in a list of their own (`window_started`, ... `window_dropped`)"
+    def __init__(self, parts:list=()): self.parts = []; self.add(*parts)
+
+    def add(self, *parts):
+        "Listen with `parts` too"
+        self.parts += parts
+        for event in _EVENTS: setattr(self, event, [getattr(p, event) for p in self.parts if _handles(p, event)])
+
+def _handles(part, event)->bool:
+    "Whether `part` handles `event`: it defines it, and (if it says) wants it"
+    if getattr(type(part), event, None) is getattr(WindowListener, event): return False
+    wants = getattr(part, 'wants', None)
+    return wants is None or wants(event)
+
+# %% ../nbs/42_parts.ipynb #bf99408a
 def find_cb(learn, # A `Learner`
             cls:type, # The callback class (or a tuple of classes) to find
            ):

@@ -286,7 +286,7 @@ class AdaptiveBatchSize:
             hi = min(hi or plan.epoch_samples*plan.world_size, plan.epoch_samples*plan.world_size)
         return plan.round(value, lo=max(self.lo or 0, least), hi=hi)
 
-# %% ../nbs/41_plan.ipynb #79ceb043
+# %% ../nbs/41_plan.ipynb #2cfb1ece
 @patch
 def check_size(self:FitPlan,
     size:int, # A batch size over all processes (samples, or items)
@@ -303,8 +303,7 @@ def check_size(self:FitPlan,
     epoch = self.epoch_samples
     if fixed and self.drop_last and epoch is not None and epoch < size//n:
         raise ValueError(f'`{name}={size}` is more than an epoch holds ({epoch*n} samples) and drop_last=True drops '
-                         'the '
-                         f'partial window: no step would ever be taken. Pass {name} <= {epoch*n}, or drop_last=False.')
+                         f'the partial window: no step would ever be taken. Pass {name} <= {epoch*n}, or drop_last=False.')
     if self.unit is not None and size//n < self.unit:
         per = f' ({size//n} in each of {n} processes)' if n > 1 else ''
         return (f'`{name}={size}`{per} is smaller than one micro-batch ({self.unit} samples): every micro-batch steps '

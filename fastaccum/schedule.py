@@ -107,7 +107,7 @@ def _warn_rounded(sched, plan:FitPlan):
         warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
                       f'it is rounded down to {plan.round(value)}.')
 
-# %% ../nbs/12_schedule.ipynb #c4071090
+# %% ../nbs/12_schedule.ipynb #9a26ea59
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
@@ -181,7 +181,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
         if not finding: self.history,self.history_epochs = [],self.n_epoch
         self._kept = self.in_use if finding else None
         super()._start_fit()
-        if not finding: self.listeners.append(_ScheduleHistory(self))
+        if not finding: self.listeners.add(_ScheduleHistory(self))
 
     def after_fit(self):
         super().after_fit()
