@@ -84,7 +84,7 @@ class StepLoggers(WindowListener):
         if self.wandb is not None and (share != 1 or not logged):
             wandb_count_batch(self.wandb, self.learn.n_iter, share, logged)
 
-# %% ../nbs/20_integrations.ipynb #83b55f42
+# %% ../nbs/20_integrations.ipynb #869f49f3
 def _nothing(self): "A batch event this callback does not use"
 _BATCH_EVENTS = frozenset(_inner_loop)
 _CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException,
@@ -97,9 +97,11 @@ class BatchCallback(Callback):
     def training(self)->bool: return self.learn.training   # (fastai's dispatch reads it at every event: no `GetAttr`)
 
     def __call__(self, event_name):
-        "A batch event: in training, when `run` and `run_train`, its handler (with fastai's message on an error)"
-        if event_name not in _BATCH_EVENTS: return super().__call__(event_name)
-        if not (self.run and self.run_train and self.learn.training): return
+        "fastai's dispatch, short for batch events; `after_fit` even when `run` is off, to release what the fit installed"
+        if event_name not in _BATCH_EVENTS:
+            if event_name == 'after_fit' and not self.run: self.run = True   # (fastai resets it there, without the event)
+            return super().__call__(event_name)
+        if not self.run or not (self.run_train if self.learn.training else self.run_valid): return
         try: return getattr(self, event_name)()
         except _CANCELS: raise
         except Exception as e:
