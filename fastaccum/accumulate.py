@@ -77,7 +77,7 @@ def _skipped_step(learn, xb):
 
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
-# %% ../nbs/10_accumulate.ipynb #b20a94f4
+# %% ../nbs/10_accumulate.ipynb #b258d5a5
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
@@ -249,8 +249,9 @@ class GradientAccumulation(BatchCallback):
         # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
         # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left)
         mb.weight,mb.hooked = weight,isinstance(weight, torch.Tensor) or weight != 1 or bool(window.held)
-        grad_fn = self.learn.loss_grad.grad_fn
-        if mb.hooked and grad_fn is not None: grad_fn.register_prehook(self._weigh_gradient)
+        if mb.hooked:
+            grad_fn = self.learn.loss_grad.grad_fn   # (read only when needed: each read makes a Python object)
+            if grad_fn is not None: grad_fn.register_prehook(self._weigh_gradient)
         mb.phase = WEIGHED
 
     def _weigh_gradient(self, grads):
@@ -603,7 +604,7 @@ class ItemCounter:
 
     def _drop_without_items(self, grad): return grad if self.nonzero is None else torch.where(self.nonzero, grad, 0.)
 
-# %% ../nbs/10_accumulate.ipynb #519d9311
+# %% ../nbs/10_accumulate.ipynb #5bb1c34c
 @patch
 def state_dict(self:GradientAccumulation)->dict:
     "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
@@ -629,7 +630,7 @@ def load_state_dict(self:GradientAccumulation, state:dict):
     self._pending = dict(state)
     # (what an earlier fit found is the runner's when training starts: the resumed fit reads its plan as the first did)
     self.fixed.setting,self.n_steps,self.in_use = state['setting'],state['n_steps'],state['in_use']
-    if self.plan is not None: self._take_up(self._pending)
+    if self.plan is not None and fit_running(self.learn): self._take_up(self._pending)   # (not a fit an error ended)
 
 @patch
 def _take_up(self:GradientAccumulation, state:dict):

@@ -84,7 +84,7 @@ class StepLoggers(WindowListener):
         if self.wandb is not None and (share != 1 or not logged):
             wandb_count_batch(self.wandb, self.learn.n_iter, share, logged)
 
-# %% ../nbs/20_integrations.ipynb #869f49f3
+# %% ../nbs/20_integrations.ipynb #21561433
 def _nothing(self): "A batch event this callback does not use"
 _BATCH_EVENTS = frozenset(_inner_loop)
 _CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException, CancelStepException,
@@ -96,12 +96,16 @@ class BatchCallback(Callback):
     @property
     def training(self)->bool: return self.learn.training   # (fastai's dispatch reads it at every event: no `GetAttr`)
 
+    _unused = frozenset()   # the batch events this callback leaves to `_nothing`, found as each fit starts
+
     def __call__(self, event_name):
         "fastai's dispatch, short for batch events; `after_fit` even when `run` is off, to release what the fit installed"
         if event_name not in _BATCH_EVENTS:
+            if event_name == 'before_fit': self.__dict__['_unused'] = _unused_events(self)
             if event_name == 'after_fit' and not self.run: self.run = True   # (fastai resets it there, without the event)
             return super().__call__(event_name)
-        if not self.run or not (self.run_train if self.learn.training else self.run_valid): return
+        if event_name in self._unused or not self.run: return
+        if not (self.run_train if self.learn.training else self.run_valid): return
         try: return getattr(self, event_name)()
         except _CANCELS: raise
         except Exception as e:
@@ -109,6 +113,10 @@ class BatchCallback(Callback):
                                       f'\t{e.args[0] if e.args else e}', replace=True)
 
 for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
+
+def _unused_events(cb)->frozenset:
+    "The batch events `cb` does not handle (as it is when a fit starts: handlers patched in later count from the next)"
+    return frozenset(e for e in _BATCH_EVENTS if getattr(getattr(cb, e), '__func__', None) is _nothing)
 
 # %% ../nbs/20_integrations.ipynb #ea5d9317
 def wandb_count_batch(wandb_cb, # fastai's `WandbCallback`
