@@ -36,7 +36,7 @@ def render(nb_path=root/'nbs'/'index.ipynb'):
     return f'{note}\n\n{body}\n'
 
 def pandoc_id(text):
-    "The id pandoc (so Quarto) gives a heading (as tools/render_docs.py does)"
+    "The id pandoc (so Quarto) gives a heading (as docs/conf.py has MyST give it)"
     kept = ''.join(c for c in text.lower() if c.isalnum() or c.isspace() or c in '_-.')
     ident = '-'.join(kept.split())
     while ident and not ident[0].isalpha(): ident = ident[1:]

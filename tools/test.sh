@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite (set up first, idempotently): the library and README in step with the notebooks, every
-# notebook with nbdev's test runner, the vision recipe in its own environment, and the rendered docs in headless
-# Chromium. Ends with `N passed, N failed` (and `, N skipped` when some were; every notebook and every check counts one).
+# notebook with nbdev's test runner (each notebook's result printed as it ends), the vision recipe in its own
+# environment, and the docs site, built and checked as a reader would in headless Chromium. Ends with
+# `N passed, N failed` (and `, N skipped` when some were; every notebook and every check counts one).
 # A check whose tool is missing is skipped, with the command that installs it, not failed:
 #   - the vision recipe needs .venv-vision, a second environment with torch 2.14.1 and torchvision 0.29.1 (about 6 GB,
 #     a CUDA build of torch): built only with FASTACCUM_VISION=1 (CI sets it), run whenever it has been built;
-#   - the docs check opens the pages in Chromium: without it the site is built and its sources checked, not opened.
-# Usage: bash tools/test.sh                       (CUDA cells: .venv/bin/nbdev-test --flags cuda, on a machine with a GPU)
+#   - the docs check opens the pages in Chromium: without it the site is built, not checked (apt-get install -y chromium).
+# Usage: bash tools/test.sh                       (CUDA cells: .venv/bin/python tools/test_nbs.py --flags cuda, on a GPU)
 #        FASTACCUM_VISION=1 bash tools/test.sh    (also build .venv-vision and run the vision recipe)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +19,10 @@ if [ "${FASTACCUM_VISION:-0}" = 1 ]; then
 fi
 export OMP_NUM_THREADS=1   # one thread a notebook: two notebooks at once on two cores, not two threads each fighting
 passed=0; failed=0; skipped=0; log=$(mktemp); t0=$SECONDS
-result() {   # name, status (0 pass, 77 skip, else fail)
+result() {   # name, status (0 pass, 77 skip, else fail), and `shown` when its output was printed as it came
   if [ "$2" = 0 ]; then echo "PASS  $1"; passed=$((passed+1))
   elif [ "$2" = 77 ]; then echo "SKIP  $1: $(tail -1 "$log")"; skipped=$((skipped+1))
-  else echo "FAIL  $1"; tail -40 "$log" | sed 's/^/      /'; failed=$((failed+1)); fi
+  else echo "FAIL  $1"; [ -n "${3:-}" ] || tail -40 "$log" | sed 's/^/      /'; failed=$((failed+1)); fi
 }
 check() { local name=$1; shift; "$@" > "$log" 2>&1; result "$name" $?; }
 
@@ -44,19 +45,15 @@ else
 fi
 vision=$!
 
-# every notebook: nbdev's runner, two at a time; it names the notebooks that fail
-.venv/bin/nbdev-test --n-workers 2 > "$log" 2>&1
-notebooks=$(find nbs -name '*.ipynb' -not -path '*/.*' -not -name '_*' | sort)
-for nb in $notebooks; do
-  if grep -q "^[[:space:]]*$(basename "$nb")\$" <(sed -n '/Failed On The Following Notebooks/,$p' "$log"); then
-    echo "FAIL  $nb"; failed=$((failed+1))
-  else echo "PASS  $nb"; passed=$((passed+1)); fi
-done
-grep -q 'Failed On The Following' "$log" && sed -n '/Error in\|Exception in\|Error:/,+25p' "$log" | head -80 | sed 's/^/      /'
+# every notebook: nbdev's runner, two at a time, each notebook's result printed as it ends (tools/test_nbs.py)
+.venv/bin/python tools/test_nbs.py | tee "$log"
+passed=$((passed + $(grep -c '^PASS' "$log"))); failed=$((failed + $(grep -c '^FAIL' "$log")))
 
 wait $vision; cp "$vlog" "$log"; result 'vision recipe, in its own environment (.venv-vision)' "$(cat "$vlog.rc")"; rm -f "$vlog" "$vlog.rc"
 echo "      (notebooks and vision: $((SECONDS-start)) s)"
-check 'docs site: built, its notebooks checked, and opened in headless Chromium' bash tools/docs.sh --check
+echo 'docs site (bash tools/docs.sh --check), its progress as it comes:'
+bash tools/docs.sh --check 2>&1 | tee "$log" | sed -u 's/^/      /'
+result 'docs site: built (Sphinx, myst-nb) and checked as a reader would (tools/check_site.py)' "${PIPESTATUS[0]}" shown
 rm -f "$log"
 echo "(tests, after set-up: $((SECONDS-t0)) s)"
 echo "$passed passed, $failed failed$( [ $skipped -gt 0 ] && echo ", $skipped skipped")"

@@ -1,0 +1,186 @@
+"""The reader's check of the docs site that tools/docs.sh built into `_site/`: each page of nbs/sidebar.yml as a
+reader meets it, in headless Chromium (Playwright's Python package, driving the system's Chromium).
+    python tools/check_site.py      (`bash tools/docs.sh --check` builds the site, then runs this)
+Each page must have its title (one `<h1>`, in `<title>` too); links that lead to a file of the site and `#fragments`
+to an element of their page, and a section a link goes to shown below the sticky header; no progress frames,
+warnings (stderr), tracebacks, machine paths, memory addresses or markup left as text (a link, Quarto's
+`{target=...}`); no request to the network; examples that run from what the page shows: its visible code cells, in
+order, in a fresh kernel (cells shown as not run are skipped; when the build ran exactly those cells, before any
+hidden one, its run is the proof, else they are run here); and, 400 px wide, nothing wider than the window and no
+code block that scrolls sideways (code wraps: docs/_static/site.css). Screenshots at 1280 and 400 px go to
+`_site/screenshots/` (and `400/`).
+First the check tests itself on a small site it builds from pages seeded with each defect: it must report each one.
+Exit 0: every page reads well; 1: problems (listed by page); 77: no Chromium (with how to install it).
+"""
+import hashlib, html, json, os, re, shutil, subprocess, sys, tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+root = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(root/'docs'))
+from pages import sidebar, page, VISION_KERNEL
+
+CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
+ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync',
+        '--no-first-run']
+OUTPUT_TEXT = [(r'Traceback \(most recent call last\)|^\w+(Error|Exception): ', 'a traceback'), (r'\w+Warning: ', 'a warning'),
+               (r'█|\d+\.\d+% \[\d+/\d+\]|Epoch \d+/\d+ :|\|-{5,}', 'a progress frame')]
+PAGE_TEXT = [(rf'{re.escape(str(root))}|/tmp/|/home/\w|/root/|/Users/\w|site-packages', 'a machine path'),
+             (r'\bat 0x[0-9a-fA-F]{6,}', 'a memory address'),
+             (r'\{target=|\]\((?:https?:|[\w./-]+\.(?:html|ipynb))', 'markup left as text')]   # a link or Quarto's attributes
+FACTS = """() => ({h1: [...document.querySelectorAll('article h1')].map(h => h.textContent.replace('#', '').trim()),
+  title: document.title, hrefs: [...document.querySelectorAll('a[href]')].map(a => a.href),
+  outputs: [...document.querySelectorAll('.cell_output')].map(o => o.innerText), text: document.querySelector('article').innerText,
+  stderr: [...document.querySelectorAll('.output.stderr, .output.traceback')].map(o => o.innerText),
+  progress: document.querySelectorAll('.cell_output progress').length,
+  code: [...document.querySelectorAll('div.cell:not(.tag_skip-execution) > .cell_input pre')].map(p => p.innerText),
+  vision: !!document.querySelector('div.cell.tag_vision:not(.tag_skip-execution)'),
+  section: (document.querySelector('article section section[id]') || {}).id})"""
+COVERED = """id => {  // a heading a link to #id scrolled to: under what is fixed or sticky at the top of the window?
+  const t = document.getElementById(id), r = (t.querySelector('h1,h2,h3,h4,h5,h6') || t).getBoundingClientRect();
+  let cover = 0;
+  for (const e of document.querySelectorAll('body *')) {
+    const s = getComputedStyle(e), b = e.getBoundingClientRect();
+    if (['fixed', 'sticky'].includes(s.position) && b.top <= 1 && b.bottom > 0 && b.height < innerHeight / 2
+        && b.right > r.left && b.left < r.right) cover = Math.max(cover, b.bottom); }
+  return r.top < cover - 1 ? `its top at ${Math.round(r.top)} px, the header's bottom at ${Math.round(cover)} px` : null}"""
+WIDE = """() => {  // what is wider than the window and in no box that scrolls or clips it
+  const w = document.documentElement.clientWidth, clips = e => ['auto', 'scroll', 'hidden'].includes(getComputedStyle(e).overflowX);
+  for (const e of document.querySelectorAll('article *')) {
+    const r = e.getBoundingClientRect();
+    if (r.right <= w + 1 || r.width === 0) continue;
+    let p = e.parentElement; while (p && p !== document.body && !clips(p)) p = p.parentElement;
+    if (!p || p === document.body) return `${e.tagName.toLowerCase()} ${Math.round(r.width)} px ("${e.innerText.slice(0, 40)}")`; }
+  return document.documentElement.scrollWidth > w + 1 ? `the page is ${document.documentElement.scrollWidth} px` : null}"""
+SIDEWAYS = """() => [...document.querySelectorAll('article pre')].filter(p => p.scrollWidth > p.clientWidth + 1)
+  .map(p => p.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '').slice(0, 60))"""   # their longest lines
+
+
+def link_problems(hrefs, site, ids={}):
+    "Links to files the site lacks, and #fragments no element of their page has"
+    out = []
+    for u in map(urlsplit, dict.fromkeys(hrefs)):
+        if u.scheme != 'file': continue
+        target, frag = Path(unquote(u.path)), unquote(u.fragment)
+        target = target/'index.html' if target.is_dir() else target
+        if target not in ids: ids[target] = {html.unescape(i) for i in re.findall(r'\sid="([^"]*)"', target.read_text())} if target.is_file() else None
+        shown = os.path.relpath(target, site) + (f'#{frag}' if frag else '')
+        if ids[target] is None or re.search(r'\.(html|ipynb)\b', frag): out.append(f'a dead link: {shown}')   # MyST's unresolved link
+        elif frag and frag not in ids[target]: out.append(f'a dead #fragment: {shown}')
+    return out
+
+
+def run_examples(cells, kernel, cwd):
+    "Run `cells` in order in a fresh kernel: None when they all run, else which one failed and how"
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    try: NotebookClient(nb, timeout=900, kernel_name=kernel, resources={'metadata': {'path': str(cwd)}},
+                        extra_arguments=['--IPKernelApp.log_level=ERROR']).execute()
+    except Exception as e:
+        i = next((i for i, c in enumerate(nb.cells) if c.get('execution_count') is None or
+                  any(o.output_type == 'error' for o in c.outputs)), len(cells) - 1)
+        why = f'{e.ename}: {e.evalue}' if hasattr(e, 'ename') else f'{type(e).__name__}: {str(e).splitlines()[0]}'
+        return f'example {i+1} of {len(cells)} does not run from what the page shows: {why[:200]} (in `{cells[i].strip().splitlines()[0][:60]}`)'
+
+
+def build_ran(staged, shown):
+    "Whether the build ran exactly the visible cells `shown`, in order, before any hidden one (in a fresh kernel)"
+    ran = [''.join(c['source']).strip() for c in json.loads(staged.read_text())['cells']
+           if c['cell_type'] == 'code' and 'skip-execution' not in c['metadata'].get('tags', [])]
+    return ran[:len(shown)] == [s.strip() for s in shown]
+
+
+def check(site, names, staged, record=None):
+    "The problems of pages `names` of `site` ({page: [problem]}); `record`: a file of examples already run and passed"
+    from playwright.sync_api import sync_playwright
+    shots, problems, examples = site/'screenshots', {n: [] for n in names}, {}
+    shutil.rmtree(shots, ignore_errors=True); (shots/'400').mkdir(parents=True)
+    with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
+        browser = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS, headless=True)
+        remote = []
+        browser.route('**/*', lambda r: r.continue_() if r.request.url.startswith(('file:', 'data:', 'blob:'))
+                      else (remote.append(r.request.url), r.abort()))
+        pg = browser.new_page()
+        for name in names:
+            found, url, remote[:] = problems[name], (site/f'{name}.html').as_uri(), []
+            if not (site/f'{name}.html').exists(): found.append('the page was not built'); continue
+            pg.set_viewport_size({'width': 1280, 'height': 900}); pg.goto(url)
+            f = pg.evaluate(FACTS)
+            if len(f['h1']) != 1 or not f['title'].startswith(f['h1'][0]): found.append(f'no title of its own: <title> {f["title"]!r}, <h1> {f["h1"]}')
+            found += link_problems(f['hrefs'], site)
+            found += [f'{what} in an output: {m.group(0)[:80]!r}' for out in f['outputs'] for pattern, what in OUTPUT_TEXT
+                      if (m := re.search(pattern, out, re.M))]
+            found += [f'stderr or a traceback shown: {o[:100]!r}' for o in f['stderr']] + ['a progress bar in an output'] * bool(f['progress'])
+            found += [f'{what} in the page: ...{f["text"][max(0, m.start()-40):m.end()+30]!r}...' for pattern, what in PAGE_TEXT
+                      if (m := re.search(pattern, f['text']))]
+            pg.screenshot(path=shots/f'{name}.png', full_page=True)
+            if f['section']:
+                pg.evaluate('id => { location.hash = id }', f['section']); pg.wait_for_timeout(300)
+                if covered := pg.evaluate(COVERED, f['section']): found.append(f'#{f["section"]} is hidden under the sticky header: {covered}')
+            pg.set_viewport_size({'width': 400, 'height': 900}); pg.goto(url)
+            if wide := pg.evaluate(WIDE): found.append(f'400 px wide, it scrolls sideways: {wide}')
+            if sideways := pg.evaluate(SIDEWAYS): found.append(f'400 px wide, {len(sideways)} code blocks scroll sideways: {sideways[0]!r}...')
+            pg.screenshot(path=shots/'400'/f'{name}.png', full_page=True)
+            found += [f'a request to the network: {u[:100]}' for u in dict.fromkeys(remote)]
+            if f['code'] and not build_ran(staged/f'{name}.ipynb', f['code']): examples[name] = (f['code'], VISION_KERNEL if f['vision'] else 'python3')
+        browser.close()
+    passed = set(json.loads(record.read_text())) if record and record.exists() else set()
+    key = {n: hashlib.sha1(json.dumps(e).encode()).hexdigest() for n, e in examples.items()}
+    todo = [n for n in examples if key[n] not in passed]
+    with ProcessPoolExecutor(2) as pool:
+        for n, failed in zip(todo, pool.map(run_examples, *zip(*[examples[n] for n in todo]), [staged]*len(todo))):
+            if failed: problems[n].append(failed)
+            else: passed.add(key[n])
+    if record: record.parent.mkdir(parents=True, exist_ok=True); record.write_text(json.dumps(sorted(passed)))
+    return {n: list(dict.fromkeys(p)) for n, p in problems.items() if p}
+
+
+def self_test():
+    "Build a small site from pages seeded with each defect, running them as the docs build does; check it"
+    import nbformat.v4 as v4
+    def code(src, *tags): c = v4.new_code_cell(src); c.metadata['tags'] = list(tags); return c
+    seeded = v4.new_notebook(cells=[
+        v4.new_markdown_cell(f'# Seeded\n\nA [dead link](missing.html), a [dead fragment](#nowhere), a machine path `{root}/nbs`, '
+                             'and ![a remote image](https://example.com/a.png); \\[a link\\](index.html) left as text.\n\n<style>html { scroll-padding-top: 0 !important } '
+                             ':target, h2 { scroll-margin-top: 0 !important } div.highlight pre { white-space: pre !important }</style>\n\n'
+                             '<div style="width: 900px; background: #eee">wider than a phone</div>\n\n## A section'),
+        code('helper = 1', 'remove-input'),   # an example below uses what only this hidden cell defines
+        code('print("Epoch 1/3 : |----------| 0.00% [0/3]", helper)'), code('import warnings; warnings.warn("something")'),
+        code('object()'), code('raise ValueError("bad")', 'raises-exception'), code(f'long = "{"x" * 150}"'),
+        code('raise SystemExit("a cell shown as not run was run")', 'skip-execution', 'needs-gpu'),
+        v4.new_markdown_cell('## Another section\n\n' + 'Text to scroll by. ' * 400)])
+    untitled = v4.new_notebook(cells=[v4.new_markdown_cell('No heading here.')])
+    index = v4.new_notebook(cells=[v4.new_markdown_cell('# Home\n\n```{toctree}\nseeded\nuntitled\n```')])
+    with tempfile.TemporaryDirectory() as tmp:
+        src, site = Path(tmp)/'src', Path(tmp)/'site'
+        src.mkdir()
+        for name, nb in [('index', index), ('seeded', seeded), ('untitled', untitled)]:
+            nb.metadata['kernelspec'] = {'name': 'python3', 'display_name': 'python3', 'language': 'python'}
+            (src/f'{name}.ipynb').write_text(json.dumps(nb))
+        subprocess.run([sys.executable, '-m', 'sphinx', '-q', '-E', '-b', 'html', '-c', str(root/'docs'), '-D', 'nb_execution_mode=force',
+                        str(src), str(site)], check=True, capture_output=True)
+        found = [p for ps in check(site, ['seeded', 'untitled'], src).values() for p in ps]
+    want = ['no title of its own', 'a dead link: seeded.html#missing.html', 'a dead #fragment: seeded.html#nowhere', 'hidden under the sticky header',
+            'a progress frame', 'a traceback in an output', 'stderr or a traceback', 'a warning', 'a machine path', 'a memory address',
+            'a request to the network', "NameError: name 'helper'", '400 px wide, it scrolls sideways',
+            'code blocks scroll sideways', 'markup left as text']
+    return [w for w in want if not any(w in p for p in found)] + [p for p in found if 'not run was run' in p], found
+
+
+if __name__ == '__main__':
+    if not Path(CHROMIUM).exists():
+        print(f'SKIPPED: no Chromium at {CHROMIUM}: install it (`apt-get install -y chromium`, or set CHROMIUM to a Chromium or Chrome), '
+              f'then run `bash tools/docs.sh --check`'); sys.exit(77)
+    missed, found = self_test()
+    if missed: sys.exit('the check is broken: on its seeded site it missed ' + '; '.join(missed) + '\nit found:\n  ' + '\n  '.join(found))
+    print(f'the check finds each defect seeded in its own test site ({len(found)} problems there)')
+    import conf   # docs/conf.py: the build's cache folder (named after the library) holds the record of examples run
+    names, site = [page(nb) for _, nb in sidebar()], root/'_site'
+    problems = check(site, names, root/'_pages', Path(conf.nb_execution_cache_path)/'examples-passed.json')
+    for name, ps in problems.items(): print(f'{name}.html\n' + ''.join(f'  - {p}\n' for p in ps), end='')
+    n = sum(map(len, problems.values()))
+    print(f'{n} problems on {len(problems)} of {len(names)} pages' if n else f'all {len(names)} pages read well',
+          f'(screenshots, 1280 and 400 px wide: {site/"screenshots"})')
+    sys.exit(1 if n else 0)
