@@ -20,7 +20,7 @@ from .parts import WindowListener
 __all__ = ['batch_moments', 'saved_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm',
            'batchnorm_warning', 'BatchNormWarning', 'fit_batchnorm']
 
-# %% ../nbs/15_batchnorm.ipynb #e0bb9e3a
+# %% ../nbs/15_batchnorm.ipynb #f2dc60da
 def batch_moments(
     x:torch.Tensor, # A BatchNorm layer's input: (batch, channels) or (batch, channels, *spatial)
 )->tuple:
@@ -42,7 +42,7 @@ def batch_moments(
     mean = x.mean(dims, keepdim=True)
     return n,mean.flatten(),(x - mean).square_().sum(dims)
 
-# %% ../nbs/15_batchnorm.ipynb #9de3d7f4
+# %% ../nbs/15_batchnorm.ipynb #ce406bea
 def saved_moments(
     output:torch.Tensor, # A BatchNorm layer's output, from a training-mode forward
     x:torch.Tensor, # Its input
@@ -54,7 +54,7 @@ def saved_moments(
     if mean is None or invstd is None or mean.shape != x.shape[1:2]: return None
     return x.numel()//x.shape[1],mean,invstd,fn._saved_eps
 
-# %% ../nbs/15_batchnorm.ipynb #8dfe2212
+# %% ../nbs/15_batchnorm.ipynb #334a8761
 def combine_moments(
     parts:list, # Each set's (count, mean, M2), or (count, mean, invstd, eps) from `saved_moments` (one eps for all)
 )->tuple|None:
@@ -78,7 +78,7 @@ def combine_moments(
 
 def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
 
-# %% ../nbs/15_batchnorm.ipynb #85ffbb00
+# %% ../nbs/15_batchnorm.ipynb #51bf14d9
 @torch.no_grad()
 def update_running_stats(
     layer:_BatchNorm, # A BatchNorm layer that tracks running statistics
@@ -106,14 +106,14 @@ def update_running_stats(
     for buf,stat in ((layer.running_mean, mean), (layer.running_var, var)):
         buf.lerp_(stat.to(buf.dtype), factor)   # (1-f)*running + f*stat
 
-# %% ../nbs/15_batchnorm.ipynb #50121e73
+# %% ../nbs/15_batchnorm.ipynb #bf28a30c
 def batchnorm_layers(
     model:nn.Module, # A model
 )->dict:
     "The model's BatchNorm layers (`SyncBatchNorm` too) that track running statistics, by name"
     return {name:m for name,m in model.named_modules() if isinstance(m, _BatchNorm) and m.track_running_stats}
 
-# %% ../nbs/15_batchnorm.ipynb #fbfd7568
+# %% ../nbs/15_batchnorm.ipynb #b725d21b
 def _model_of(obj):
     "The model to watch: `obj` itself, or an accumulation callback's `learn.model`; inside a DDP wrapper"
     model = obj if isinstance(obj, nn.Module) else getattr(getattr(obj, 'learn', None), 'model', None)
@@ -121,7 +121,7 @@ def _model_of(obj):
         raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
-# %% ../nbs/15_batchnorm.ipynb #65c91660
+# %% ../nbs/15_batchnorm.ipynb #82b8f7ed
 # (private to PyTorch, in 2.x; without it, recomputations count)
 _graph_task_id = getattr(torch._C, '_current_graph_task_id', None)
 
@@ -194,7 +194,7 @@ class WindowBatchNorm(WindowListener):
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
 
-# %% ../nbs/15_batchnorm.ipynb #f4a4613d
+# %% ../nbs/15_batchnorm.ipynb #65c958f8
 @patch
 def micro_batch_done(self:WindowBatchNorm,
     kept:bool, # Whether the micro-batch's backward went into the window
@@ -228,7 +228,7 @@ def _paused(wbn):
     try: yield wbn
     finally: wbn._paused -= 1
 
-# %% ../nbs/15_batchnorm.ipynb #b57ab6d8
+# %% ../nbs/15_batchnorm.ipynb #6ebf6024
 @patch
 def window_closed(self:WindowBatchNorm, window=None):
     """The window stepped: update each layer's running statistics from the window's (over every process, for
@@ -292,7 +292,7 @@ def _all_reduce_group(self:WindowBatchNorm,
         mean = flat[at+1:at+1+c]/n if n else None
         window[i].append((round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0)) if n else None)
 
-# %% ../nbs/15_batchnorm.ipynb #c88769ec
+# %% ../nbs/15_batchnorm.ipynb #acbdd3eb
 @patch
 def state_dict(self:WindowBatchNorm)->dict:
     """The window's statistics, by layer name and call in a forward, on the CPU:
@@ -344,7 +344,7 @@ def _check_moments(name, s, channels):
             raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` has {key} of shape '
                              f'{tuple(getattr(s[key], "shape", ()))}, the layer has {channels} channels {fix}')
 
-# %% ../nbs/15_batchnorm.ipynb #914e23cb
+# %% ../nbs/15_batchnorm.ipynb #dc946c71
 def batchnorm_warning(
     batchnorm:str='window', # 'window': running statistics updated once per window; 'micro': PyTorch's, per micro-batch
     samples:int|None=None, # Samples in the window, for the message
@@ -362,7 +362,7 @@ def batchnorm_warning(
             "batchnorm='micro' updates the running statistics at every micro-batch. Pass batchnorm='window' for the "
             "window's running statistics.")
 
-# %% ../nbs/15_batchnorm.ipynb #53494437
+# %% ../nbs/15_batchnorm.ipynb #b480484d
 class BatchNormWarning(WindowListener):
     "Say once, at the first window of more than one micro-batch, what BatchNorm layers see of a window"
     def __init__(self,
