@@ -119,7 +119,7 @@ def fsdp_unsharded_params(model, # A model sharded with `fully_shard`
     "The unsharded parameters FSDP computes with (the leaves its backward accumulates into; made at the first forward)"
     return [p._unsharded_param for p in _fsdp_params(model) if hasattr(p, '_unsharded_param')]
 
-# %% ../nbs/21_distributed.ipynb #9e280e4f
+# %% ../nbs/21_distributed.ipynb #99a43d1d
 class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
 
@@ -145,11 +145,8 @@ class WindowSync:
         self.model,self.sharded = no_sync_model(model),fsdp_root(model)
         self.per_window = self.sharded is not None and fsdp_reduce(self.sharded) == 'window'
         if manual and world_size > 1 and self.model is None: raise ValueError(_AUTO_FSDP)
-
-    @property
-    def active(self)->bool:
-        "Whether there is a synchronisation to hold: a DDP model, or FSDP set to reduce once per window"
-        return self.model is not None or self.per_window
+        # whether there is a synchronisation to hold: a DDP model, or FSDP set to reduce once per window (read often)
+        self.active = self.model is not None or self.per_window
 
     def hold(self, accumulating:bool, # Whether the micro-batch about to run accumulates (no step after it)
             ):
@@ -174,6 +171,24 @@ class WindowSync:
         if self.per_window: grads = fsdp_held_gradients(self.sharded)
         else: grads = [p.grad for p,*_ in opt.all_params(with_grad=True)]
         if grads: torch._foreach_mul_(grads, factor)
+
+    def close(self,
+        window, # The `AccumWindow` whose last micro-batch is about to run its backward
+        total, # Items of the window in this process, that micro-batch's included
+        opt, # The Learner's optimizer
+        device, # Where the process's tensors live
+    ):
+        "Close `window` on its total over the processes, and rescale the gradient it holds so far where it is held"
+        if self.world_size > 1: total = self.sum(total, device)
+        factor = window.close(total, self.world_size)
+        if factor != 1 and window.held: self.rescale(opt, factor)
+
+    def zero_grad(self, learn, # The `Learner`
+                 ):
+        "Drop the window's gradient: fastai's `zero_grad` (the model's, with no optimizer yet), then what is held"
+        if learn.opt is not None: learn.opt.zero_grad()
+        else: learn.model.zero_grad(set_to_none=True)
+        self.discard()
 
     def discard(self):
         "Let go of a window's gradient held outside the parameters' `.grad` (FSDP's, once per window): it is dropped"
@@ -204,7 +219,7 @@ class WindowSync:
         self.sum(0., device)   # raises `OutOfMemoryElsewhere` if another process ran out
         all_reduce_gradients([p for p,*_ in opt.all_params(with_grad=True)], self.world_size)
 
-# %% ../nbs/21_distributed.ipynb #24ab1310
+# %% ../nbs/21_distributed.ipynb #1310407b
 def _cpu_broadcast(t, rank):
     "Broadcast the list `t` from process `rank` in a CPU tensor (gloo)"
     t = torch.tensor(t, dtype=torch.long)
@@ -218,7 +233,7 @@ def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai
     for dl in dls.loaders:
         if type(dl).__name__ == 'DistributedDL': dl._broadcast = _cpu_broadcast
 
-# %% ../nbs/21_distributed.ipynb #ccad56d3
+# %% ../nbs/21_distributed.ipynb #62a01879
 _STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai: its training loop steps '
                   'after every batch, and never asks Accelerate whether to. Accumulate with fastaccum instead: drop '
                   'gradient_accumulation_steps and set the samples per step with GradientAccumulation(accum_bs=...).')

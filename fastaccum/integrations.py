@@ -18,7 +18,7 @@ from .parts import WindowListener
 # %% auto #0
 __all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
 
-# %% ../nbs/20_integrations.ipynb #18847525
+# %% ../nbs/20_integrations.ipynb #609f87ca
 PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback',
                     'AzureMLCallback')
 STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
@@ -35,7 +35,7 @@ class StepLoggers(WindowListener):
         self.flags = [cb.run_train for cb in self.cbs]
         self.counters = [cb for cb in learn.cbs if _is_a(cb, STEP_COUNTERS) and (per_step or _is_a(cb, ('LRFinder',)))]
         self.per_step,self.quiet,self.learn = per_step,False,learn
-        self.wandb = getattr(learn, 'wandb', None)   # fastai's `WandbCallback`: its epoch axis and timer need telling
+        self.wandb = vars(learn).get('wandb')   # fastai's `WandbCallback`: its epoch axis and timer need telling
         self.window_start = None
 
     def wants(self, event:str)->bool: return self.wandb is not None   # (the window's events time W&B's samples/sec)
@@ -57,6 +57,12 @@ class StepLoggers(WindowListener):
         "Show `n` to the callbacks that count batches with `train_iter` (`LRFinder`, `ShowGraphCallback`)"
         # an instance attribute shadows fastai's delegation of `train_iter` to the Learner's micro-batch count
         for cb in self.counters: cb.__dict__['train_iter'] = n
+
+    def accumulate_metrics(self):
+        "A micro-batch the Recorder does not see (it is silenced): its train metrics (not its loss) are accumulated here"
+        recorder = getattr(self.learn, 'recorder', None)
+        if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
+            for metric in recorder.metrics: metric.accumulate(self.learn)
 
     def release(self):
         "Leave the callbacks as they were: running, and reading the Learner's `train_iter`"
@@ -84,12 +90,11 @@ class StepLoggers(WindowListener):
         if self.wandb is not None and (share != 1 or not logged):
             wandb_count_batch(self.wandb, self.learn.n_iter, share, logged)
 
-# %% ../nbs/20_integrations.ipynb #6cb55ccf
+# %% ../nbs/20_integrations.ipynb #c985a80b
 def _nothing(self): "A batch event this callback does not use"
 _BATCH_EVENTS = frozenset(_inner_loop)
 _CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException, CancelFitException,
-            CancelStepException,
-            CancelTrainException, CancelValidException)
+            CancelStepException, CancelTrainException, CancelValidException)
 
 class BatchCallback(Callback):
     "A fastai `Callback` for training micro-batches, cheap to dispatch: every batch event defined, a short path to it"
@@ -101,11 +106,14 @@ class BatchCallback(Callback):
 
     def __call__(self, event_name):
         "fastai's dispatch, short for batch events; `after_fit` even when `run` is off, to release the fit's installs"
+        if event_name in self._unused: return   # (a batch event this callback leaves to `_nothing`)
         if event_name not in _BATCH_EVENTS:
             if event_name == 'before_fit': self.__dict__['_unused'] = _unused_events(self)
             if event_name == 'after_fit' and not self.run: self.run = True   # (fastai resets it, without the event)
+            # an event it does not define: fastai's `getattr` would look for it through the Learner and model, slowly
+            elif not hasattr(type(self), event_name) and event_name not in self.__dict__: return None
             return super().__call__(event_name)
-        if event_name in self._unused or not self.run: return
+        if not self.run: return
         if not (self.run_train if self.learn.training else self.run_valid): return
         try: return getattr(self, event_name)()
         except _CANCELS: raise

@@ -107,7 +107,7 @@ def _warn_rounded(sched, plan:FitPlan):
         warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
                       f'it is rounded down to {plan.round(value)}.')
 
-# %% ../nbs/12_schedule.ipynb #23dbfeff
+# %% ../nbs/12_schedule.ipynb #64a16860
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
@@ -150,7 +150,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
 
     def _policy(self, plan:FitPlan):
         "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
-        if hasattr(self.learn, 'lr_finder'): return FixedBatchSize(plan.round(self.start_accum_bs))
+        if 'lr_finder' in vars(self.learn): return FixedBatchSize(plan.round(self.start_accum_bs))
         noise = find_cb(self.learn, _noise_scale_class())
         if noise is not None and noise.adapt: raise ValueError('GradientNoiseScale(adapt=True) sets the batch size, '
             'and GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with '
@@ -176,7 +176,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
 
     def _start_fit(self):
         "The schedule's records start with the fit's training (`lr_find` leaves those of the last fit, and its batch)"
-        finding = hasattr(self.learn, 'lr_finder')
+        finding = 'lr_finder' in vars(self.learn)
         recorder = getattr(self.learn, 'recorder', None)
         if recorder is not None: recorder.accum_bs = []
         if not finding: self.history,self.history_epochs = [],self.n_epoch
@@ -193,7 +193,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
     )->float:
         "What `lr_scale` multiplies a step's lr by: `in_use / start_accum_bs` (in use), or its square root"
         start = self.start_accum_bs if self.plan is None else self.plan.round(self.start_accum_bs)
-        return (in_use/start)**LR_SCALES[self.lr_scale]
+        return (in_use/start)**LR_SCALES[self.settings.lr_scale]
 
     def state_dict(self)->dict:
         "`GradientAccumulation`'s, with the schedule's records (its `history`, and the Recorder's `accum_bs`)"
@@ -255,7 +255,7 @@ def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples', sta
     ax.legend(handles, labels, loc='lower right')
     return ax
 
-# %% ../nbs/12_schedule.ipynb #8837459b
+# %% ../nbs/12_schedule.ipynb #24de9cd6
 @patch
 def preview(self:GradientAccumulationSchedule,
     n_epoch:int, # Epochs of the fit
@@ -265,22 +265,23 @@ def preview(self:GradientAccumulationSchedule,
 )->list:
     "`history` as a fit of `n_epoch` epochs of `n_batches` full micro-batches would record it"
     learn = self.__dict__.get('learn')   # (None until the callback joins a Learner)
-    own = self.micro_batch_size if isinstance(self.micro_batch_size, int) else None   # 'auto' is found in training
+    mbs = self.settings.micro_batch_size
+    own = mbs if isinstance(mbs, int) else None   # 'auto' is found in training
     micro_bs = micro_batch_size or own or (loader_bs(learn.dls.train) if learn is not None else None)
-    if micro_bs is None and self.micro_batch_size == 'auto': raise ValueError("micro_batch_size='auto' finds the "
+    if micro_bs is None and mbs == 'auto': raise ValueError("micro_batch_size='auto' finds the "
         'micro-batch size in training: pass micro_batch_size=... to preview the schedule.')
     if micro_bs is None and not self.items: raise ValueError('The schedule is previewed in whole micro-batches, and '
         'no loader or `micro_batch_size` gives their size. Pass micro_batch_size=...')
     if self.items and items_per_batch is None:
         raise ValueError('A schedule in items needs the items of a micro-batch to preview it. Pass items_per_batch=...')
-    plan = FitPlan(n_epoch=n_epoch, loader_bs=micro_bs, by_items=self.items, drop_last=self.drop_last,
+    plan = FitPlan(n_epoch=n_epoch, loader_bs=micro_bs, by_items=self.items, drop_last=self.settings.drop_last,
                    loader_sizes=(micro_bs or 1,)*n_batches)   # (items: the sizes only place the windows)
     policy = ScheduledBatchSize(self.start_accum_bs, self.final_accum_bs, self.start, self.finish, self.schedule,
                                 n_epoch)
     if not self.items: _warn_rounded(self, plan)
     n = micro_bs or 1
     amount = items_per_batch if self.items else n
-    window,history = AccumWindow(1, self.drop_last, self.items),[]
+    window,history = AccumWindow(1, self.settings.drop_last, self.items),[]
     for epoch in range(n_epoch):
         window.reset()
         for i in range(n_batches):
@@ -309,5 +310,5 @@ def plot_schedule(self:GradientAccumulationSchedule,
         if n_batches is None: raise ValueError('`n_batches` (micro-batches per epoch) is needed to preview the '
                                                'schedule.')
         history = self.preview(n_epoch, n_batches, micro_batch_size, items_per_batch)
-    return _plot_history(history, n_epoch, ax, self.lr_factor if self.lr_scale else None,
+    return _plot_history(history, n_epoch, ax, self.lr_factor if self.settings.lr_scale else None,
                          'items' if self.items else 'samples', stairs=isinstance(self.schedule, dict))

@@ -15,7 +15,7 @@ __all__ = ['STEP', 'ACCUM', 'SKIP', 'AccumWindow', 'plan_epoch', 'whole_units']
 # %% ../nbs/40_window.ipynb #6e445d57
 STEP,ACCUM,SKIP = 'step','accum','skip'
 
-# %% ../nbs/40_window.ipynb #5bc2ba20
+# %% ../nbs/40_window.ipynb #2f656c6b
 class AccumWindow:
     "The micro-batches accumulated since the last optimizer step: when the window steps, how each micro-batch weighs"
     def __init__(self,
@@ -74,6 +74,9 @@ class AccumWindow:
     )->float:
         """At the last micro-batch, before its backward: set the scale that makes the step the mean over `total` items;
         return the factor for the gradient accumulated so far"""
+        if not total and self.reduction == 'mean': raise ValueError(   # (only items can count 0: `count_items`)
+            '`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. Return the number '
+            'of items the loss averages over, e.g. (learn.yb[0] != -100).sum().')
         # DDP averages the processes' gradients, so each one contributes `world_size` times its share
         scale = world_size if self.reduction == 'sum' else world_size*self.full/total
         factor,self.scale,self.total = scale/self.scale,scale,total
@@ -102,7 +105,7 @@ class AccumWindow:
         items = self.items   # (a count kept on the device is divided by there: no read)
         return total/(items if not isinstance(items, (int, float)) else max(items, 1e-30))
 
-# %% ../nbs/40_window.ipynb #9fe202cd
+# %% ../nbs/40_window.ipynb #774f1972
 def plan_epoch(
     sizes:list, # Samples in each micro-batch of the epoch, in order
     size:int, # Samples per optimizer step
@@ -121,7 +124,7 @@ def plan_epoch(
         left -= n
     return plans
 
-# %% ../nbs/40_window.ipynb #7c38d042
+# %% ../nbs/40_window.ipynb #2662d290
 def whole_units(
     value:float, # A batch size, in samples (or items)
     unit:int=1, # What a window grows by: a micro-batch's samples times the processes (1 for items)
