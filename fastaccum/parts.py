@@ -79,8 +79,10 @@ def find_cb(learn, # A `Learner`
     "The Learner's callback that is a `cls` (a subclass counts), or `None`"
     return next((cb for cb in learn.cbs if isinstance(cb, cls)), None)
 
-# %% ../nbs/42_parts.ipynb #c2d6314b
+# %% ../nbs/42_parts.ipynb #81312e0d
 def fit_running(learn, # A `Learner`
+                event:bool=False, # Whether the event dispatched now must be the fit's own (not a validation's,
+                                  # `summary`'s or `tta`'s, which fire `before_fit` and `after_fit` too)
                )->bool:
     "Whether `learn.fit` is running now (an event of a validation inside it), rather than ended or never started"
     from fastai.learner import Learner
@@ -88,5 +90,9 @@ def fit_running(learn, # A `Learner`
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code is code and frame.f_locals.get('self') is learn: return True
+        if event and frame.f_code.co_name == '__call__' and frame.f_locals.get('self') is learn:   # its dispatch
+            caller = frame.f_back   # (who asked it: the fit, through `_with_events`, or another)
+            return caller is not None and caller.f_code.co_name == '_with_events' and \
+                caller.f_locals.get('event_type') == 'fit'
         frame = frame.f_back
     return False
