@@ -6,8 +6,10 @@ gives their medians and quartiles). Callgrind counts the instructions the proces
 the machine's load: the same epoch counted twice differs by well under 0.1%. Instructions are not time (a cache miss
 costs more than an add), but on this CPU-bound, single-threaded MLP they follow it; read them as the work done.
 
-How: one process under callgrind builds every configuration, runs each for a warm-up epoch, then runs `--rounds`
-rounds of one epoch of each (in a rotating order), asking callgrind to write its counts before each measured epoch
+How: one process under callgrind builds every configuration (`--copies` Learners of each: the same epoch counts up to
+~0.25% apart from one Learner to another, a difference fixed per Learner, so a configuration's count is the median over
+its Learners and rounds), runs each for a warm-up epoch, then runs `--rounds` rounds of one epoch of each (in a
+rotating order), asking callgrind to write its counts before each measured epoch
 (callgrind's client request CALLGRIND_DUMP_STATS, from a three-line C library this script compiles: Python cannot
 issue it). Each epoch's instructions are the counts between two dumps. Run from the repository root (needs valgrind,
 its header callgrind.h and a C compiler):
@@ -39,7 +41,7 @@ def _callbacks(kind):
     return {'none': [], 'empty': [Empty()], 'ga16': [GradientAccumulation(16)], 'ga64': [GradientAccumulation(64)],
             'fastai64': [FastaiAccumulation(64)]}[kind]
 
-def measure(rounds:int, out:Path):
+def measure(rounds:int, out:Path, copies:int=3):
     "Inside callgrind: warm up each configuration, then one epoch of each per round, a marker before each"
     os.environ['OMP_NUM_THREADS'] = '1'
     import torch
@@ -57,7 +59,9 @@ def measure(rounds:int, out:Path):
         dls = DataLoaders(DataLoader(ds, bs=bs, shuffle=False), DataLoader(ds[:16], bs=16))
         return Learner(dls, model, loss_func=F.cross_entropy, opt_func=partial(SGD, mom=0.9), lr=0.01,
                        cbs=_callbacks(kind))
-    learners = {name: learner(*spec) for name,spec in CONFIGS.items()}
+    # several Learners of each configuration: the same epoch costs a different count in each (up to ~0.25%, fixed per
+    # Learner: where its objects lie in memory), so a configuration's count is the median over its Learners and rounds
+    learners = {f'{name}#{k}': learner(*spec) for name,spec in CONFIGS.items() for k in range(copies)}
     def epoch(learn):
         with learn.no_bar(), learn.no_logging(): learn.fit(1)
     for learn in learners.values(): epoch(learn)   # warm-up: first calls, caches
@@ -81,20 +85,20 @@ def _counts(folder:Path)->list:
     dumps = sorted(folder.glob('cg.out.*'), key=lambda p: int(p.suffix[1:]))
     return [int(re.search(r'^(?:summary|totals): (\d+)', p.read_text(errors='ignore'), re.M).group(1)) for p in dumps]
 
-def run(rounds:int, pythonpath:str|None=None)->dict:
-    "Each configuration's instructions per epoch (the median over rounds), counted in one process under callgrind"
+def run(rounds:int, pythonpath:str|None=None, copies:int=3)->dict:
+    "Each configuration's instructions per epoch (the median over its Learners and rounds), in one process under callgrind"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         _compile_dump(tmp)
-        env = dict(os.environ, OMP_NUM_THREADS='1')
+        env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONHASHSEED='0')   # (the same hashes, run after run)
         if pythonpath: env['PYTHONPATH'] = pythonpath
         cmd = ['valgrind', '--tool=callgrind', f'--callgrind-out-file={tmp}/cg.out',
-               sys.executable, __file__, '--inner', str(tmp/'order.json'), '--rounds', str(rounds)]
+               sys.executable, __file__, '--inner', str(tmp/'order.json'), '--rounds', str(rounds), '--copies', str(copies)]
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         order,counts = json.loads((tmp/'order.json').read_text()),_counts(tmp)
     # dump 1 is the set-up; dump k+1 ends the k-th measured epoch (the last marker ends the last one)
     per = {}
-    for name,n in zip(order, counts[1:]): per.setdefault(name, []).append(n)
+    for name,n in zip(order, counts[1:]): per.setdefault(name.split('#')[0], []).append(n)
     return {name: dict(median=statistics.median(v), spread=(max(v)-min(v))/statistics.median(v), rounds=len(v))
             for name,v in per.items()}
 
@@ -112,19 +116,20 @@ def table(epochs:dict, old:dict|None=None)->list:
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--rounds', type=int, default=3, help='measured epochs of each configuration')
+    p.add_argument('--copies', type=int, default=3, help='Learners of each configuration (each measured every round)')
     p.add_argument('--old', help='another checkout (its folder): its callback counted too, for an A/B')
     p.add_argument('--inner', help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.inner: return measure(args.rounds, Path(args.inner))
-    epochs = run(args.rounds)
-    old = run(args.rounds, str(Path(args.old).resolve())) if args.old else None
+    if args.inner: return measure(args.rounds, Path(args.inner), args.copies)
+    epochs = run(args.rounds, copies=args.copies)
+    old = run(args.rounds, str(Path(args.old).resolve()), args.copies) if args.old else None
     rows = table(epochs, old)
     results = dict(setup='one process under valgrind 3 (callgrind), 1 thread; MLP 64-64-10, 1024 samples, loader '
-                         f'batches of 16 (64 micro-batches an epoch), SGD; {args.rounds} rounds',
+                         f'batches of 16 (64 micro-batches an epoch), SGD; {args.copies} Learners of each, {args.rounds} rounds',
                    epochs=epochs, old=old, comparisons=rows)
     out = Path('bench/results'); out.mkdir(parents=True, exist_ok=True)
     (out/'instructions.json').write_text(json.dumps(results, indent=1))
-    lines = ['| configuration | instructions per epoch (median) | spread over rounds |', '|---|---|---|']
+    lines = ['| configuration | instructions per epoch (median) | spread over Learners and rounds |', '|---|---|---|']
     lines += [f"| {k} | {v['median']/1e6:.1f} M | {v['spread']:.2%} |" for k,v in epochs.items()]
     lines += ['', '| comparison | ratio | target |', '|---|---|---|']
     lines += [f"| {r['comparison']} | {r['ratio']:.4f} | {'' if r['target'] is None else r['target']} |" for r in rows]
