@@ -29,7 +29,7 @@ from .accumulate import GradientAccumulation
 __all__ = ['TrainingCheckpoint', 'CheckpointError', 'numbered_path', 'save_checkpoint_file', 'remove_partial_writes',
            'load_checkpoint_file', 'FitRecord', 'CheckpointFiles', 'LearnerState', 'DataOrder', 'PausedCallbacks']
 
-# %% ../nbs/22_checkpoint.ipynb #b0eb0799
+# %% ../nbs/22_checkpoint.ipynb #8dc78e12
 def _random_states():
     "The process's random states: Python's, NumPy's, torch's on the CPU and on every CUDA device"
     return dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state(),
@@ -101,8 +101,10 @@ def _describe(v):
 
 def _settings(cb)->dict:
     "The arguments a callback was made with, as far as it keeps them under their names"
-    names = [n for n in inspect.signature(type(cb).__init__).parameters if n not in ('self', 'args', 'kwargs')]
+    params = inspect.signature(type(cb).__init__).parameters
+    names = [n for n in params if n not in ('self', 'args', 'kwargs')]
     kept = vars(cb.settings) if isinstance(cb, GradientAccumulation) else {}   # (its arguments: `AccumSettings`)
+    if kept and 'kwargs' in params: names += [n for n in kept if n not in names]   # (a subclass passing them on)
     values = {n: kept[n] if n in kept else getattr(cb, n, None) for n in names}
     if isinstance(cb, GradientAccumulation):   # its batch size: the setting, not the batch a fit has in use
         for n in ('accum_bs', 'accum_items'):

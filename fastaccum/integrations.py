@@ -18,7 +18,7 @@ from .parts import WindowListener
 # %% auto #0
 __all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
 
-# %% ../nbs/20_integrations.ipynb #609f87ca
+# %% ../nbs/20_integrations.ipynb #56137a54
 PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback',
                     'AzureMLCallback')
 STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
@@ -59,7 +59,7 @@ class StepLoggers(WindowListener):
         for cb in self.counters: cb.__dict__['train_iter'] = n
 
     def accumulate_metrics(self):
-        "A micro-batch the Recorder does not see (it is silenced): its train metrics (not its loss) are accumulated here"
+        "A micro-batch the Recorder does not see (silenced): its train metrics (not its loss) are accumulated here"
         recorder = getattr(self.learn, 'recorder', None)
         if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
             for metric in recorder.metrics: metric.accumulate(self.learn)

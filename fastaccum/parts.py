@@ -54,7 +54,7 @@ class WindowListener:
     def window_closed(self, window): "The optimizer stepped on `window` (an `AccumWindow`)"
     def window_dropped(self): "The window ends without a step"
 
-# %% ../nbs/42_parts.ipynb #7f2a1df0
+# %% ../nbs/42_parts.ipynb #1d1c7a5a
 _EVENTS = ('window_started', 'micro_batch_done', 'window_closed', 'window_dropped')
 
 class Listeners:
@@ -67,8 +67,9 @@ class Listeners:
         for event in _EVENTS: setattr(self, event, [getattr(p, event) for p in self.parts if _handles(p, event)])
 
 def _handles(part, event)->bool:
-    "Whether `part` handles `event`: it defines it, and (if it says) wants it"
-    if getattr(type(part), event, None) is getattr(WindowListener, event): return False
+    "Whether `part` handles `event`: it defines it (on its class, or itself), and (if it says) wants it"
+    handler = getattr(part, event)
+    if getattr(handler, '__func__', handler) is getattr(WindowListener, event): return False
     wants = getattr(part, 'wants', None)
     return wants is None or wants(event)
 

@@ -107,7 +107,7 @@ def _warn_rounded(sched, plan:FitPlan):
         warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
                       f'it is rounded down to {plan.round(value)}.')
 
-# %% ../nbs/12_schedule.ipynb #64a16860
+# %% ../nbs/12_schedule.ipynb #2b5240d7
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
@@ -142,7 +142,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
                          whole_batch_loss=whole_batch_loss)
         store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,items')
         self.fixed = _ScheduleSetting(self.fixed.setting, items)   # (`accum_bs` is the schedule's: not set by hand)
-        self.history,self.history_epochs = [],None
+        self.history,self.history_epochs,self._kept = [],None,None   # (`_kept`: the batch in use, kept over `lr_find`)
 
     @property
     def name(self): return 'gradient_accumulation'   # `learn.gradient_accumulation`, as for `GradientAccumulation`
@@ -186,7 +186,7 @@ class GradientAccumulationSchedule(GradientAccumulation):
 
     def after_fit(self):
         super().after_fit()
-        if getattr(self, '_kept', None) is not None and self.plan is None: self.in_use,self._kept = self._kept,None
+        if self._kept is not None and self.plan is None: self.in_use,self._kept = self._kept,None
 
     def lr_factor(self,
         in_use:int, # The batch in use (samples, or items)

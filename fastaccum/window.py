@@ -15,7 +15,7 @@ __all__ = ['STEP', 'ACCUM', 'SKIP', 'AccumWindow', 'plan_epoch', 'whole_units']
 # %% ../nbs/40_window.ipynb #6e445d57
 STEP,ACCUM,SKIP = 'step','accum','skip'
 
-# %% ../nbs/40_window.ipynb #2f656c6b
+# %% ../nbs/40_window.ipynb #5217afcb
 class AccumWindow:
     "The micro-batches accumulated since the last optimizer step: when the window steps, how each micro-batch weighs"
     def __init__(self,
@@ -29,8 +29,9 @@ class AccumWindow:
         check_bool('drop_last', drop_last); check_bool('by_items', by_items)
         check_choice('reduction', reduction, ('mean', 'sum'))
         check_positive('items_per_sample', items_per_sample, 'Pass the items a sample holds on average, e.g. 1.')
-        store_attr()
-        self.start = None
+        # (set one by one: `store_attr` reads the call's frame, slow for a part made at every fit)
+        self.size,self.drop_last,self.by_items,self.reduction = size,drop_last,by_items,reduction
+        self.items_per_sample,self.start = items_per_sample,None
         self.reset()
 
     def reset(self):
@@ -75,8 +76,9 @@ class AccumWindow:
         """At the last micro-batch, before its backward: set the scale that makes the step the mean over `total` items;
         return the factor for the gradient accumulated so far"""
         if not total and self.reduction == 'mean': raise ValueError(   # (only items can count 0: `count_items`)
-            '`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss. Return the number '
-            'of items the loss averages over, e.g. (learn.yb[0] != -100).sum().')
+            '`count_items` gave 0 for every micro-batch of a window, so the window has no mean loss (the large batch '
+            "of its samples would have a loss of 0/0). If that count is right, use windows that hold items (a larger "
+            'accum_bs); else return the number of items the loss averages over, e.g. (learn.yb[0] != -100).sum().')
         # DDP averages the processes' gradients, so each one contributes `world_size` times its share
         scale = world_size if self.reduction == 'sum' else world_size*self.full/total
         factor,self.scale,self.total = scale/self.scale,scale,total
