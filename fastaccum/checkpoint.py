@@ -220,7 +220,7 @@ def _check_fname(fname)->str:
                          'fname="checkpoint"; the file goes to learn.path/learn.model_dir.')
     return str(fname)
 
-# %% ../nbs/22_checkpoint.ipynb #ecec342b
+# %% ../nbs/22_checkpoint.ipynb #8658bf1a
 class TrainingCheckpoint(Callback):
     "Save all a run needs at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
     order = 99   # after every other callback: the Recorder (50) has logged the batch, the schedulers (60) done theirs
@@ -247,7 +247,7 @@ class TrainingCheckpoint(Callback):
         self._resume = self._finished = self._ended = None   # a checkpoint to continue, of a finished fit, at an end
         # its parts, each fit's: the run's record, the files, the Learner's state, the data's order, the skipped epochs
         self.record = self.files = self.state = self.data = self.paused = None
-        self.releases = Releases()
+        self.releases,self.world_size,self.rank,self._config = Releases(),1,0,None   # (the processes: each fit's)
 
     # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, the end of the fit
     # it was passed to): what the fit installed is released then. Other attributes are set plainly (no fastai check)
@@ -526,7 +526,7 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
     # your own training's file, whose checksum was just verified (never load a checkpoint from a source you don't trust)
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
-# %% ../nbs/22_checkpoint.ipynb #c6a68fb8
+# %% ../nbs/22_checkpoint.ipynb #6dadae7b
 _runs = {}   # this process's runs: the resolved path of a run's first file -> its id, and the fits it has completed
 
 def _run_of(first:Path)->dict:
@@ -602,7 +602,7 @@ class FitRecord:
                  (' (its validation)' if k == n_batches else ''))
         self.say(f'resuming fit {self.k} {where}, from {path}')
 
-# %% ../nbs/22_checkpoint.ipynb #e6ad0a7f
+# %% ../nbs/22_checkpoint.ipynb #9c07721e
 class CheckpointFiles:
     "A run's checkpoints in a folder: fit k's file (under FSDP 2 a folder of shards), written whole, read back checked"
     def __init__(self,
@@ -678,7 +678,7 @@ class CheckpointFiles:
         _check_contents(ckpt, path)
         return ckpt
 
-# %% ../nbs/22_checkpoint.ipynb #4f47d012
+# %% ../nbs/22_checkpoint.ipynb #1a46d1fe
 class LearnerState:
     "A Learner's training state, taken at a step boundary and put back; the configuration a checkpoint must match"
     def __init__(self,
@@ -810,7 +810,7 @@ def _check_fits(ckpt:dict, differences:list, world_size:int, path:Path):
     if len(ckpt['ranks']) != world_size:
         raise CheckpointError(f'`{path}` holds the random states of {len(ckpt["ranks"])} processes, not {world_size}.')
 
-# %% ../nbs/22_checkpoint.ipynb #1a3618ea
+# %% ../nbs/22_checkpoint.ipynb #2fef06f7
 class DataOrder:
     "The random states and the loaders' orders: taken as each epoch starts and at a checkpoint, put back on resuming"
     def __init__(self,
@@ -878,7 +878,7 @@ def _put_back_get_idxs(dl, own):
     if own is None: vars(dl).pop('get_idxs', None)
     else: dl.get_idxs = own
 
-# %% ../nbs/22_checkpoint.ipynb #a2913fe6
+# %% ../nbs/22_checkpoint.ipynb #74332278
 class PausedCallbacks:
     "Other callbacks switched off while the epochs that a checkpoint had finished are skipped, and then back on"
     def __init__(self): self.paused = []

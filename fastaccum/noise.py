@@ -81,7 +81,7 @@ class GradientTaps:
         self._grads.clear()
         if self._sums is not None: self._sums[:] = [None]*len(self._sums)
 
-# %% ../nbs/14_noise_scale.ipynb #e816212b
+# %% ../nbs/14_noise_scale.ipynb #ec9b7ecb
 _NO_ACCUMULATION = ("GradientNoiseScale measures while fastaccum's GradientAccumulation (or "
                     'GradientAccumulationSchedule) accumulates: add one to the Learner.')
 _FASTAI_ACCUMULATION = ("The Learner's `GradientAccumulation` is fastai's, not fastaccum's: a star import of fastai "
@@ -111,6 +111,7 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         self.history,self.releases,self.ga,self._loaded,self.learn = [],Releases(),None,False,None
         self._sqnorm_avg = self._trace_avg = 0.
         self._pairs,self.taps = [],GradientTaps()   # (pairs emptied in place: nothing is set at every micro-batch)
+        self.params,self._sharded,self._on_cpu,self._scaler,self._tb = [],False,False,None,None   # (each fit's)
 
     # leaving the Learner calls `_release`; other attributes are set plainly (fastai's shadowing check is slow)
     learn,__setattr__ = Attached(),object.__setattr__

@@ -148,7 +148,7 @@ def stateful_error(stateful:str, # What `stateful_module` found
                       f"between batches: {stateful} has a reset() method, as fastai's AWD_LSTM (reset by "
                       f'ModelResetter). Each row of a piece would start from the state another piece left. {fix}')
 
-# %% ../nbs/43_runner.ipynb #5424b0b6
+# %% ../nbs/43_runner.ipynb #7b9cdd8a
 class BatchRunner(WindowListener):
     "Runs each loader batch through fastai's events: whole, split into pieces of at most `size`, GradCache's two passes"
     def __init__(self,
@@ -172,6 +172,7 @@ class BatchRunner(WindowListener):
         store_attr()
         self.piece,self.skip,self.active,self.batches,self.restart,self.undo = (True, 0, 1.),0,False,[],(0, 0),None
         self.window_starts,self.told,self.stateful = True,None,stateful_module(learn.model)
+        self.counters = []   # (fastai's batch counters, silenced on all pieces but the last: found at `install`)
         self.trials = SizeTrials(size, learn) if tune else None
 
     def install(self, releases:Releases):
