@@ -445,7 +445,7 @@ class GradientAccumulation(BatchCallback):
 
     def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
 
-# %% ../nbs/10_accumulate.ipynb #fe2a7ea1
+# %% ../nbs/10_accumulate.ipynb #0f331269
 _ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
 
 class _Argument:
@@ -457,8 +457,9 @@ class _Argument:
         setattr(settings, self.name, value)
         settings._check()   # (a bad value is refused, naming it; the callback keeps the settings it had)
         cb.settings = settings   # (a fit reads them as its training starts: the next fit takes it)
-        if self.name == 'n_acc' and settings.accum_bs is None and settings.micro_batch_size is None:
-            cb.fixed.set('accum_bs', value, cb.plan)
+        # a batch size not given follows from them (`n_acc`, or a loader batch with `micro_batch_size`): derived again
+        if settings.accum_bs is None and settings.accum_items is None and type(cb.fixed) is FixedBatchSize:
+            cb.fixed.setting = settings.fixed_size().setting
 
 for _name in _ARGUMENTS:
     if _name not in ('accum_bs', 'accum_items'): setattr(GradientAccumulation, _name, _Argument(_name))

@@ -220,7 +220,7 @@ def _check_fname(fname)->str:
                          'fname="checkpoint"; the file goes to learn.path/learn.model_dir.')
     return str(fname)
 
-# %% ../nbs/22_checkpoint.ipynb #8658bf1a
+# %% ../nbs/22_checkpoint.ipynb #cde2a7b9
 class TrainingCheckpoint(Callback):
     "Save all a run needs at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
     order = 99   # after every other callback: the Recorder (50) has logged the batch, the schedulers (60) done theirs
@@ -269,7 +269,7 @@ class TrainingCheckpoint(Callback):
         # (the validation context, `summary` and `tta`, inside a fit or not, and `lr_find`, change nothing)
         if self.learn.lock.locked() or not fit_running(self.learn, event=True): return
         self._release()
-        self._on = not hasattr(self.learn, 'lr_finder')
+        self._on = 'lr_finder' not in vars(self.learn)
         if not self._on: return
         learn = self.learn
         self.files = CheckpointFiles.of(learn, self.fname, self.keep)   # (FSDP 1 refused)
