@@ -32,8 +32,8 @@ from .runner import BatchRunner, fit_runner
 from .batchnorm import fit_batchnorm, WindowBatchNorm
 
 # %% auto #0
-__all__ = ['LR_SCALES', 'FitParts', 'AccumSettings', 'GradientAccumulation', 'check_one_accumulator', 'MicroBatch', 'StepHypers',
-           'ItemCounter', 'StepPlaces']
+__all__ = ['LR_SCALES', 'FitParts', 'SizeSetting', 'AccumSettings', 'GradientAccumulation', 'check_one_accumulator', 'MicroBatch',
+           'StepHypers', 'ItemCounter', 'StepPlaces']
 
 # %% ../nbs/10_accumulate.ipynb #ac3dba50
 PLANNED,WEIGHED,RAN,STEPPING,STEPPED,STEP_CANCELLED,BACKWARD_CANCELLED,DONE = range(8)   # a micro-batch's phases
@@ -64,7 +64,7 @@ def _skipped_step(learn, xb):
 
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
-# %% ../nbs/10_accumulate.ipynb #e4f57654
+# %% ../nbs/10_accumulate.ipynb #ba6dd08c
 class FitParts(NamedTuple):
     "A fit's parts, as `AccumSettings.build` makes them from its plan (the callback holds each as a field)"
     window:AccumWindow # What the window holds, when it steps, each micro-batch's weight
@@ -73,7 +73,65 @@ class FitParts(NamedTuple):
     hypers:StepHypers|None # The step's hyper-parameters (`None`: no scheduler, no `lr_scale`)
     counter:ItemCounter|None # Items counted (`None`: without `count_items`)
     runner:BatchRunner|None # How a loader batch runs (`None`: whole, as fastai runs it)
-    listening:list # Those of them (and BatchNorm's statistics) that listen to the window's events
+    places:StepPlaces|None # Where each step is in training
+    policy:object # Who decides each window's batch size: the setting, a schedule, the noise scale (`size(pos, plan)`)
+    size:int|None # The first window's batch size
+    listening:list # Those of them, BatchNorm's statistics and the Learner's `WindowListener`s: the window's listeners
+
+    def state(self,
+        training:bool, # Taken in training (then the epoch's next step follows the last one's place)
+    )->dict:
+        "What of the parts a continued fit needs: what the runner told, the items per sample, the lr's reference"
+        runner,counter,hypers = self.runner,self.counter,self.hypers
+        return dict(told=None if runner is None else runner.told,
+                    items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
+                    lr_reference=None if hypers is None else hypers.reference,
+                    unscaled_lrs=None if hypers is None else hypers.unscaled,
+                    last_step=self.places.last if training and self.places is not None else None)
+
+    def take_up(self,
+        state:dict, # What `state` gave (with the split size found, `found_bs`)
+    ):
+        "The parts of a continued fit as they were where `state` was taken"
+        runner,counter,hypers = self.runner,self.counter,self.hypers
+        self.places.last = state.get('last_step')
+        if runner is not None and state['found_bs']: runner.size,runner.told = state['found_bs'],state['told']
+        if counter is not None and state['items_per_sample'] is not None:
+            self.window.items_per_sample,counter.estimate = state['items_per_sample'],False
+        if hypers is not None and state['lr_reference'] is not None:
+            hypers.reference,hypers.unscaled = state['lr_reference'],state['unscaled_lrs']
+
+_NO_PARTS = FitParts(*[None]*9, [])   # (outside a fit: a state has no part's share)
+
+def _noise_scale_class():
+    from fastaccum.noise import GradientNoiseScale   # (the noise scale's module imports this one)
+    return GradientNoiseScale
+
+class SizeSetting(FixedBatchSize):
+    "The batch size set on the callback; at each fit it chooses who decides the fit's batch sizes (its `policy`)"
+    def policy(self,
+        learn, # The `Learner` about to train
+        plan:FitPlan, # Its plan
+        per_sample:Callable|None=None, # `per_sample()`: the items a sample holds, where B_simple counts items
+    ):
+        "The setting; `GradientNoiseScale(adapt=True)`'s suggestion (from the first window on); for `lr_find`, its size"
+        if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
+        noise = find_cb(learn, _noise_scale_class())
+        if noise is None or not noise.adapt: return self
+        suggestion = (lambda: noise.b_simple) if per_sample is None else (lambda: noise.b_simple/per_sample())
+        return AdaptiveBatchSize(self, suggestion, noise.min_bs, noise.max_bs)
+
+    def lr_find_size(self, plan:FitPlan)->int|None:
+        "The batch `lr_find` measures at: the setting (`None`: the loader's batch)"
+        return self.setting
+
+    def current(self,
+        policy, # The fit's policy (`None` outside a fit)
+        in_use:int|None, # The batch of the window in progress, or of the last one
+    )->int|None:
+        "What `accum_bs` reads: the setting while it decides, else the batch in use"
+        if self.setting is not None and policy in (None, self): return self.setting
+        return in_use if in_use is not None else self.setting
 
 class AccumSettings:
     "`GradientAccumulation`'s arguments, checked as they are given; a fit reads its plan and builds its parts from them"
@@ -130,37 +188,41 @@ class AccumSettings:
         if self.accum_bs is not None:
             raise ValueError('Pass either `accum_bs` (samples per step) or `accum_items` (items per step), not both.')
 
-    def fixed_size(self)->FixedBatchSize:
+    def fixed_size(self)->SizeSetting:
         "The batch size as set: `accum_items`, `accum_bs`, else `n_acc` (`None` with `micro_batch_size`: a loader's)"
-        if self.accum_items is not None: return FixedBatchSize(self.accum_items, items=True)
-        return FixedBatchSize(self.n_acc if self.accum_bs is None and self.micro_batch_size is None else self.accum_bs)
-
-    def split(self,
-        found_bs:int|None, # The size an earlier fit (or `micro_batch_size`) found
-    )->Callable:
-        "How the fit splits loader batches: `split_size` with these settings, given the plan's loader batch"
-        return partial(split_size, self.micro_batch_size, self.max_micro_batch_size, found_bs, self.tune,
-                       self.whole_batch_loss)
+        if self.accum_items is not None: return SizeSetting(self.accum_items, items=True)
+        return SizeSetting(self.n_acc if self.accum_bs is None and self.micro_batch_size is None else self.accum_bs)
 
     def read_plan(self,
         learn, # The `Learner` about to train
-        split, # `split(loader_bs)`, from `split`, or the size a continued fit started with
+        found_bs:int|None, # The split size an earlier fit (or `micro_batch_size`) found
+        pending:dict|None=None, # The state of a fit to continue (`load_state_dict`'s): it splits as that fit did
     )->FitPlan:
-        "The fit's plan, as the Learner is now"
+        "The fit's plan, as the Learner is now, with these settings' split of its loader batches (`split_size`)"
         if self.micro_batch_size == 'auto' and loader_bs(learn.dls.train) is None: raise ValueError(
             "micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`).")
+        split = partial(split_size, self.micro_batch_size, self.max_micro_batch_size, found_bs, self.tune,
+                        self.whole_batch_loss)
+        if pending is not None and 'split' in pending and 'lr_finder' not in vars(learn): split = pending['split']
         return read_plan(learn, split, self.accum_items is not None, self.drop_last)
 
     def build(self,
         learn, # The `Learner` about to train
         plan:FitPlan, # Its plan
-        size:int, # The batch size of its first window
+        setting:SizeSetting, # The batch size set (it chooses the fit's policy)
         found_bs:int|None, # The split size an earlier fit found (where 'auto' starts)
         releases:Releases, # The fit's releases: every install pushes its undo there
         redo_window:Callable, # What the runner calls when a window must run again (out of memory)
     )->FitParts:
-        "The fit's parts, made from its plan"
+        "The fit's parts, made from its plan (a first batch size refused leaves nothing installed)"
         window = AccumWindow(1, self.drop_last, plan.by_items, plan.reduction)
+        # with `count_items`, B_simple is in items: windows of samples take it over the items a sample holds
+        in_items = self.count_items is not None and not setting.items
+        policy = setting.policy(learn, plan, (lambda: window.items_per_sample) if in_items else None)
+        size = getattr(policy, 'base', policy).size(0., plan)   # (the noise scale suggests from the first window on)
+        warning = plan.check_size(size, setting.name, fixed=isinstance(policy, FixedBatchSize))
+        if warning: warnings.warn(warning)
+        if plan.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
         sync = WindowSync(learn.model, plan.world_size, manual=self.micro_batch_size == 'auto' and plan.world_size > 1)
         loggers = StepLoggers(learn, self.log_accum_batch or 'lr_finder' in vars(learn))   # (lr_find counts steps)
         releases.callback(loggers.release)
@@ -173,7 +235,24 @@ class AccumSettings:
         runner = fit_runner(learn, plan, self.micro_batch_size, found_bs or self.max_micro_batch_size, self.tune,
                             self.whole_batch_loss, batchnorm, sync, redo_window, releases)
         listening = [loggers, *norms] + ([runner] if runner is not None else [])
-        return FitParts(window, sync, loggers, hypers, counter, runner, listening)
+        listening += [cb for cb in learn.cbs if isinstance(cb, WindowListener)]
+        return FitParts(window, sync, loggers, hypers, counter, runner, StepPlaces(plan), policy, size, listening)
+
+    def prepare(self,
+        learn, # The `Learner` about to fit
+        setting:SizeSetting, # The batch size set
+        found_bs:int|None, # The split size an earlier fit found
+    ):
+        "Check the Learner (one accumulation callback, DDP's context); give `lr_find` enough epochs; fix W&B's config"
+        check_one_accumulator(learn)
+        check_distrib_ctx(learn)
+        # fastai's `add_cb` sets a callback on the Learner: read there (`getattr`'s miss goes through the model, slowly)
+        lr_finder = vars(learn).get('lr_finder')
+        if lr_finder is not None:
+            plan = self.read_plan(learn, found_bs)
+            prepare_lr_finder(learn, lr_finder, plan.windows_per_epoch(setting.lr_find_size(plan)))
+        wandb = vars(learn).get('wandb')
+        if wandb is not None: fix_wandb_config(wandb)
 
     def install_inference(self,
         learn, # The `Learner`
@@ -186,7 +265,7 @@ class AccumSettings:
         size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
         BatchRunner(learn, auto=mbs == 'auto', infer_size=size).install(releases)
 
-# %% ../nbs/10_accumulate.ipynb #e895e6ef
+# %% ../nbs/10_accumulate.ipynb #602efad3
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
@@ -205,39 +284,13 @@ class GradientAccumulation(BatchCallback):
         self.fixed = self.settings.fixed_size()   # the setting (a fit may use another)
         self.releases,self.listeners,self.n_steps,self.in_use,self._pending = Releases(),Listeners(),0,None,None
         self.found_bs = self.settings.micro_batch_size if isinstance(self.settings.micro_batch_size, int) else None
-        self.plan = self.policy = self.window = self.mb = self.runner = self.places = None   # a fit's parts
+        self.plan = self.policy = self.parts = self.window = self.mb = self.runner = self.places = None   # a fit's
         self.sync = self.loggers = self.hypers = self.counter = None
 
     # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, or the end of the
     # fit it was passed to): nothing of the fit may stay. Other attributes are set plainly: fastai's check that a
     # callback does not shadow the Learner's would run at every micro-batch
     learn,__setattr__ = Attached(),object.__setattr__
-
-    @property
-    def accum_bs(self)->int|None:
-        "Samples per optimizer step over all processes: the setting, or what a schedule (or the noise scale) uses"
-        return None if self.fixed.items else self._current()
-
-    @accum_bs.setter
-    def accum_bs(self, value:int):
-        self.fixed.set('accum_bs', value, self.plan)   # (checked; the next window takes it)
-        self.settings.accum_bs = value   # (the settings say what is set: a checkpoint compares them)
-
-    @property
-    def accum_items(self)->int|None:
-        "Items per optimizer step, with windows of items (`accum_items`)"
-        return self._current() if self.fixed.items else None
-
-    @accum_items.setter
-    def accum_items(self, value:int):
-        self.fixed.set('accum_items', value, self.plan)
-        self.settings.accum_items = value
-
-    def _current(self):
-        "The setting while it decides the batch size, else the batch of the last window (or of the window in progress)"
-        setting = self.fixed.setting
-        if setting is not None and self.policy in (None, self.fixed): return setting
-        return self.in_use if self.in_use is not None else setting
 
     @property
     def will_step(self)->bool:
@@ -271,22 +324,14 @@ class GradientAccumulation(BatchCallback):
 
     # -- a fit: fastai's validation context (`validate`, `get_preds`, `predict`) fires `before_fit` and `after_fit` too
     def before_fit(self):
-        "Release what an interrupted fit left; check the Learner; give `lr_find` enough epochs"
+        "Release what an interrupted fit left; check the Learner, and prepare its callbacks for a fit in windows"
         learn = self.learn
         # a validation inside the fit: its parts stay (after a fit an exception ended, they are released)
         if learn.lock.locked() and self.plan is not None and fit_running(learn): return
         self._release()
         # validation, `get_preds`, `summary`, `tta`: in pieces, with `micro_batch_size`
         self.settings.install_inference(learn, self.found_bs, self.releases)
-        if learn.lock.locked(): return   # (fastai's validation context: nothing else to do)
-        check_one_accumulator(learn)
-        check_distrib_ctx(learn)
-        # fastai's `add_cb` sets a callback on the Learner: read there (`getattr`'s miss goes through the model, slowly)
-        lr_finder = vars(learn).get('lr_finder')
-        if lr_finder is not None:
-            prepare_lr_finder(learn, lr_finder, self._read_plan().windows_per_epoch(self._lr_find_size()))
-        wandb = vars(learn).get('wandb')
-        if wandb is not None: fix_wandb_config(wandb)
+        if not learn.lock.locked(): self.settings.prepare(learn, self.fixed, self.found_bs)   # (not a validation)
 
     def before_train(self):
         "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
@@ -305,7 +350,6 @@ class GradientAccumulation(BatchCallback):
             self._close_window(mb)
         self._drop_window(quiet=False)
         self.sync.release()
-        self.loggers.show()
         if self.hypers is not None: self.hypers.restore()
 
     after_cancel_epoch = after_train   # (an epoch cancelled during its training skips `after_train`)
@@ -322,11 +366,7 @@ class GradientAccumulation(BatchCallback):
         if self.loggers.quiet: self.loggers.show()
         if self.hypers is not None: self.hypers.restore()
         n = self.count_samples()
-        items = n if self.counter is None else self.counter.count(learn, n, window)
-        amount = n
-        if plan.by_items:   # windows of items: a count read here (summed over the processes)
-            amount = check_count('count_items', items, _COUNT_ITEMS_FIX)
-            if plan.world_size > 1: amount = self.sync.sum(amount, find_device(learn.xb))
+        items,amount = (n,n) if self.counter is None else self.counter.count(learn, n, window)
         last,offset,share = _WHOLE if self.runner is None else self.runner.piece
         if not window.held: self._start_window(offset)
         left = plan.left(learn.iter, offset) if self.settings.drop_last and not window.held else None   # (can it fill?)
@@ -429,7 +469,9 @@ class GradientAccumulation(BatchCallback):
         if self.loggers.counters: self.loggers.count_steps(self.n_steps)
         window.reset()
 
-    def _drop_window(self, quiet:bool=True):
+    def _drop_window(self,
+        quiet:bool=True, # In a micro-batch the loggers do not see (else they run again: the epoch's end, a redo)
+    ):
         "The window will not step: no gradient of it stays, nothing of it is counted; the listeners are told, if open"
         mb,window = self.mb,self.window
         unfinished = mb is not None and mb.phase != DONE   # (a finished micro-batch was told of already)
@@ -442,10 +484,11 @@ class GradientAccumulation(BatchCallback):
             for handler in self.listeners.window_dropped: handler()
         self.mb = None
         if quiet: self.loggers.after_micro_batch(self._share())
+        else: self.loggers.show()
 
     def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
 
-# %% ../nbs/10_accumulate.ipynb #0f331269
+# %% ../nbs/10_accumulate.ipynb #f5f2b3ed
 _ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
 
 class _Argument:
@@ -458,11 +501,21 @@ class _Argument:
         settings._check()   # (a bad value is refused, naming it; the callback keeps the settings it had)
         cb.settings = settings   # (a fit reads them as its training starts: the next fit takes it)
         # a batch size not given follows from them (`n_acc`, or a loader batch with `micro_batch_size`): derived again
-        if settings.accum_bs is None and settings.accum_items is None and type(cb.fixed) is FixedBatchSize:
+        if settings.accum_bs is None and settings.accum_items is None and type(cb.fixed) is SizeSetting:
             cb.fixed.setting = settings.fixed_size().setting
 
+class _BatchSizeArgument(_Argument):
+    "`accum_bs` (or `accum_items`): the setting, or the batch a schedule (or the noise scale) uses; set, in its unit"
+    def __get__(self, cb, owner=None):
+        if cb is None: return self
+        return cb.fixed.current(cb.policy, cb.in_use) if cb.fixed.items == (self.name == 'accum_items') else None
+    def __set__(self, cb, value):
+        cb.fixed.set(self.name, value, cb.plan)   # (checked in its unit, against the fit's plan; the next window's)
+        setattr(cb.settings, self.name, value)   # (the settings say what is set: a checkpoint compares them)
+
 for _name in _ARGUMENTS:
-    if _name not in ('accum_bs', 'accum_items'): setattr(GradientAccumulation, _name, _Argument(_name))
+    _kind = _BatchSizeArgument if _name in ('accum_bs', 'accum_items') else _Argument
+    setattr(GradientAccumulation, _name, _kind(_name))
 
 def check_one_accumulator(learn, # The `Learner` about to train
                          ):
@@ -474,57 +527,21 @@ def check_one_accumulator(learn, # The `Learner` about to train
         raise ValueError(f'The Learner has {len(found)} accumulation callbacks ({names}): each would weigh and step '
                          'the same micro-batches. Keep one, and remove the others with learn.remove_cb(...).')
 
-# %% ../nbs/10_accumulate.ipynb #02a64b00
-@patch
-def _read_plan(self:GradientAccumulation)->FitPlan:
-    "The fit as it is now: the plan, with this callback's split of the loader's batches (a continued fit's: its own)"
-    pending,split = self._pending,self.settings.split(self.found_bs)
-    if pending is not None and 'split' in pending and 'lr_finder' not in vars(self.learn): split = pending['split']
-    return self.settings.read_plan(self.learn, split)
-
-@patch
-def _policy(self:GradientAccumulation, plan:FitPlan):
-    "Who decides the fit's batch size: the setting, or `GradientNoiseScale(adapt=True)`; for `lr_find`, the setting"
-    if 'lr_finder' in vars(self.learn): return FixedBatchSize(self._lr_find_size())
-    noise = find_cb(self.learn, _noise_scale_class())
-    if noise is None or not noise.adapt: return self.fixed
-    # with `count_items`, B_simple is in items: windows of samples take it over the items a sample holds
-    in_samples = self.settings.count_items is not None and not self.fixed.items
-    def suggestion():   # (none while the fit starts: the first window takes the setting)
-        if self.plan is None: return float('nan')
-        return noise.b_simple/self.window.items_per_sample if in_samples else noise.b_simple
-    return AdaptiveBatchSize(self.fixed, suggestion, noise.min_bs, noise.max_bs)
-
-@patch
-def _lr_find_size(self:GradientAccumulation)->int|None:
-    "The batch `lr_find` measures at: the setting (`None`: the loader's batch)"
-    return self.fixed.setting
-
-def _noise_scale_class():
-    from fastaccum.noise import GradientNoiseScale   # (the noise scale's module imports this one)
-    return GradientNoiseScale
-
+# %% ../nbs/10_accumulate.ipynb #d32a5ecd
 @patch
 def _start_fit(self:GradientAccumulation):
     "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
-    learn = self.learn
-    plan = self._read_plan()
-    policy = self._policy(plan)
-    size = policy.size(0., plan)
-    # (a size refused here leaves nothing set)
-    warning = plan.check_size(size, self.fixed.name, fixed=isinstance(policy, FixedBatchSize))
-    if warning: warnings.warn(warning)
-    if plan.world_size > 1: fix_distributed_dl_broadcast(learn.dls)
-    parts = self.settings.build(learn, plan, size, self.found_bs, self.releases, self._redo_window)
-    self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,listening = parts
-    self.plan,self.policy,self.places,self.n_steps,self.in_use = plan,policy,StepPlaces(plan),0,size
-    listening += [cb for cb in learn.cbs if isinstance(cb, WindowListener) and cb is not self]
-    self.listeners = Listeners(listening)
+    learn,pending = self.learn,self._pending
+    plan = self.settings.read_plan(learn, self.found_bs, pending)
+    redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory: the loggers run)
+    self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo)
+    self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,self.places,self.policy,size,_ = parts
+    self.plan,self.n_steps,self.in_use,self.listeners = plan,0,size,Listeners(parts.listening)
     self.releases.replace(learn, '_step', self._step)   # (fastai's method for everyone else, back at the fit's end)
-    if self._pending is not None and 'lr_finder' not in vars(learn): self._take_up(self._pending)
+    if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
     self.loggers.count_steps(self.n_steps)
 
-# %% ../nbs/10_accumulate.ipynb #b621332d
+# %% ../nbs/10_accumulate.ipynb #638efad3
 @patch
 def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
@@ -538,50 +555,37 @@ def _release(self:GradientAccumulation):
     self.releases.close()
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
     if during_batch: learn.__dict__['_step'] = _skipped_step(learn, learn.xb)
-    self.plan = self.policy = self.window = self.runner = self.sync = self.loggers = self.hypers = self.counter = None
-    self.listeners,self.mb,self.places = Listeners(),None,None
+    self.plan = self.policy = self.parts = self.window = self.runner = self.sync = self.loggers = self.hypers = None
+    self.listeners,self.mb,self.places,self.counter = Listeners(),None,None,None
 
-@patch
-def _redo_window(self:GradientAccumulation):
-    "The window is undone (after running out of memory, by the runner): empty it, tell the listeners, let loggers run"
-    self._drop_window(quiet=False)
-    self.loggers.show()
 
-# %% ../nbs/10_accumulate.ipynb #f4ada7f2
+
+# %% ../nbs/10_accumulate.ipynb #1ce3e7e6
 @patch
 def state_dict(self:GradientAccumulation)->dict:
     "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
-    if self.plan is None and self._pending is not None: return dict(self._pending)
-    counter,hypers = self.counter,self.hypers
-    return dict(setting=self.fixed.setting, n_steps=self.n_steps, in_use=self.in_use, found_bs=self.micro_bs,
-                told=None if self.runner is None else self.runner.told,
-                items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
-                lr_reference=None if hypers is None else hypers.reference,
-                unscaled_lrs=None if hypers is None else hypers.unscaled,
-                last_step=self.places.last if self.plan is not None and self.learn.training else None,
-                split=None if self.plan is None else self.plan.split,   # (the split this fit's plan was read with)
-                in_fit=self.plan is not None)   # (taken inside a fit, to continue it; else the state after a fit)
+    plan = self.plan
+    if plan is None and self._pending is not None: return dict(self._pending)
+    parts = _NO_PARTS if plan is None else self.parts
+    return dict(parts.state(plan is not None and self.learn.training), setting=self.fixed.setting,
+                n_steps=self.n_steps, in_use=self.in_use, found_bs=self.micro_bs,
+                split=None if plan is None else plan.split,   # (the split this fit's plan was read with)
+                in_fit=plan is not None)   # (taken inside a fit, to continue it; else the state after a fit)
 
 @patch
 def load_state_dict(self:GradientAccumulation, state:dict):
     "A state taken in a fit: held until training starts (at once, if it has), to continue it; taken after one: at once"
     self.fixed.setting,self.n_steps,self.in_use = state['setting'],state['n_steps'],state['in_use']
-    if not state.get('in_fit', True):   # the state a finished fit left: the callback is as after that fit
-        self.found_bs,self._pending = state['found_bs'],None
-        return
-    # (what an earlier fit found is the runner's when training starts: the resumed fit reads its plan as the first did)
-    self._pending = dict(state)
-    if self.plan is not None and fit_running(self.learn): self._take_up(self._pending)   # (not a fit an error ended)
+    in_fit = state.get('in_fit', True)   # (else the state a finished fit left: the callback is as after that fit)
+    self._pending = dict(state) if in_fit else None   # (the runner's split size too, when training starts)
+    if not in_fit: self.found_bs = state['found_bs']
+    elif self.plan is not None and fit_running(self.learn): self._take_up(self._pending)   # (not a fit an error ended)
 
 @patch
 def _take_up(self:GradientAccumulation, state:dict):
-    self.n_steps,self.places.last,self._pending = state['n_steps'],state.get('last_step'),None
-    runner = self.runner
-    if runner is not None and state['found_bs']: runner.size,runner.told = state['found_bs'],state['told']
-    if state['items_per_sample'] is not None and self.counter is not None:
-        self.window.items_per_sample,self.counter.estimate = state['items_per_sample'],False
-    if self.hypers is not None and state['lr_reference'] is not None:
-        self.hypers.reference,self.hypers.unscaled = state['lr_reference'],state['unscaled_lrs']
+    "Continue the fit `state` was taken in: its steps, and its parts as they were"
+    self.n_steps,self._pending = state['n_steps'],None
+    self.parts.take_up(state)
     self.loggers.count_steps(self.n_steps)
 
 # %% ../nbs/10_accumulate.ipynb #29fe7edd
@@ -648,7 +652,7 @@ class StepHypers:
         if self.unscaled is not None and self.learn.opt is not None: self.learn.opt.set_hyper('lr', self.unscaled)
         self.unscaled = None
 
-# %% ../nbs/10_accumulate.ipynb #f793ed76
+# %% ../nbs/10_accumulate.ipynb #47cf69d5
 class ItemCounter:
     "`count_items`: each micro-batch's items, left on the device they come on; micro-batches without items kept out"
     def __init__(self,
@@ -660,8 +664,15 @@ class ItemCounter:
         store_attr()
         self.estimate,self.nonzero,self.hooked = True,None,False
 
-    def count(self, learn, n:int, window):
-        "The micro-batch's items; the fit's first sets the items per sample (the gradient's scale while it accumulates)"
+    def count(self, learn, n:int, window)->tuple:
+        "The micro-batch's items, and what it adds to the window: its samples, or (windows of items) its items"
+        items = self._items(learn, n, window)
+        if not self.plan.by_items: return items,n
+        amount = check_count('count_items', items, _COUNT_ITEMS_FIX)   # (windows of items: read here)
+        return items,(self.sync.sum(amount, find_device(learn.xb)) if self.plan.world_size > 1 else amount)
+
+    def _items(self, learn, n:int, window):
+        "The items; the fit's first count sets the items per sample (the gradient's scale while it accumulates)"
         items = self.count_items(learn)
         on_device = isinstance(items, torch.Tensor) and items.numel() == 1 and _stays_on_device(items)
         if on_device and not self.estimate: return items
