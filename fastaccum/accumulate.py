@@ -64,7 +64,7 @@ def _skipped_step(learn, xb):
 
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
-# %% ../nbs/10_accumulate.ipynb #ba6dd08c
+# %% ../nbs/10_accumulate.ipynb #64be3acd
 class FitParts(NamedTuple):
     "A fit's parts, as `AccumSettings.build` makes them from its plan (the callback holds each as a field)"
     window:AccumWindow # What the window holds, when it steps, each micro-batch's weight
@@ -152,6 +152,18 @@ class AccumSettings:
     ):
         store_attr()
         self._check()
+
+    @classmethod
+    def given(cls,
+        owner:type, # The callback they are given to (named when an argument is unknown)
+        *args, **kwargs, # Its arguments
+    )->AccumSettings:
+        "The settings of a callback made with `args` and `kwargs`: an argument it does not take is refused, naming it"
+        names = list(inspect.signature(cls).parameters)
+        unknown = [k for k in kwargs if k not in names]
+        if unknown: raise TypeError(f'{owner.__name__} got an unexpected keyword argument {unknown[0]!r}. '
+                                    'It takes: ' + ', '.join(names) + '.')
+        return cls(*args, **kwargs)
 
     def _check(self):
         "Each argument checked where it is given, with a message that names it and the fix"
@@ -265,7 +277,7 @@ class AccumSettings:
         size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
         BatchRunner(learn, auto=mbs == 'auto', infer_size=size).install(releases)
 
-# %% ../nbs/10_accumulate.ipynb #602efad3
+# %% ../nbs/10_accumulate.ipynb #adaaddef
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
@@ -276,10 +288,7 @@ class GradientAccumulation(BatchCallback):
         accum_bs:int|None=None, # Samples per step, all processes; `None`: `n_acc` (with `micro_batch_size`: a batch)
         **kwargs,
     ):
-        unknown = [k for k in kwargs if k not in _ARGUMENTS]
-        if unknown: raise TypeError(f'{type(self).__name__} got an unexpected keyword argument {unknown[0]!r}. '
-                                    'It takes: ' + ', '.join(_ARGUMENTS) + '.')
-        self.settings = AccumSettings(accum_bs, **kwargs)   # (each checked here, with a message naming it)
+        self.settings = AccumSettings.given(type(self), accum_bs, **kwargs)   # (checked, a message naming each)
         self.learn = None   # (until fastai attaches it: `Attached` reads the instance's value)
         self.fixed = self.settings.fixed_size()   # the setting (a fit may use another)
         self.releases,self.listeners,self.n_steps,self.in_use,self._pending = Releases(),Listeners(),0,None,None
@@ -287,9 +296,8 @@ class GradientAccumulation(BatchCallback):
         self.plan = self.policy = self.parts = self.window = self.mb = self.runner = self.places = None   # a fit's
         self.sync = self.loggers = self.hypers = self.counter = None
 
-    # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, or the end of the
-    # fit it was passed to): nothing of the fit may stay. Other attributes are set plainly: fastai's check that a
-    # callback does not shadow the Learner's would run at every micro-batch
+    # `learn` is set as the callback joins a Learner and `None` as it leaves (nothing of the fit may stay); others are
+    # set plainly (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
     learn,__setattr__ = Attached(),object.__setattr__
 
     @property
