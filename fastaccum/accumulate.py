@@ -64,7 +64,7 @@ def _skipped_step(learn, xb):
 
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
-# %% ../nbs/10_accumulate.ipynb #64be3acd
+# %% ../nbs/10_accumulate.ipynb #3a759379
 class FitParts(NamedTuple):
     "A fit's parts, as `AccumSettings.build` makes them from its plan (the callback holds each as a field)"
     window:AccumWindow # What the window holds, when it steps, each micro-batch's weight
@@ -121,9 +121,9 @@ class SizeSetting(FixedBatchSize):
         suggestion = (lambda: noise.b_simple) if per_sample is None else (lambda: noise.b_simple/per_sample())
         return AdaptiveBatchSize(self, suggestion, noise.min_bs, noise.max_bs)
 
-    def lr_find_size(self, plan:FitPlan)->int|None:
-        "The batch `lr_find` measures at: the setting (`None`: the loader's batch)"
-        return self.setting
+    def lr_find_size(self, plan:FitPlan)->int:
+        "The batch `lr_find` measures at: the setting (not given: a loader batch of every process)"
+        return self.size(0., plan)
 
     def current(self,
         policy, # The fit's policy (`None` outside a fit)
@@ -277,7 +277,7 @@ class AccumSettings:
         size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
         BatchRunner(learn, auto=mbs == 'auto', infer_size=size).install(releases)
 
-# %% ../nbs/10_accumulate.ipynb #adaaddef
+# %% ../nbs/10_accumulate.ipynb #aae29780
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
@@ -299,6 +299,12 @@ class GradientAccumulation(BatchCallback):
     # `learn` is set as the callback joins a Learner and `None` as it leaves (nothing of the fit may stay); others are
     # set plainly (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
     learn,__setattr__ = Attached(),object.__setattr__
+
+    def __copy__(self):
+        "A copy with settings of its own: an argument or batch size set on one leaves the other as it was"
+        new = object.__new__(type(self))
+        new.__dict__.update(vars(self), settings=copy(self.settings), fixed=copy(self.fixed))
+        return new
 
     @property
     def will_step(self)->bool:
@@ -377,7 +383,7 @@ class GradientAccumulation(BatchCallback):
         items,amount = (n,n) if self.counter is None else self.counter.count(learn, n, window)
         last,offset,share = _WHOLE if self.runner is None else self.runner.piece
         if not window.held: self._start_window(offset)
-        left = plan.left(learn.iter, offset) if self.settings.drop_last and not window.held else None   # (can it fill?)
+        left = plan.left(learn.iter, offset) if plan.drop_last and not window.held else None   # (can it fill?)
         step = window.plan(amount, learn.iter == learn.n_iter-1 and last, left)
         if step == SKIP:
             self.mb = None
@@ -496,7 +502,7 @@ class GradientAccumulation(BatchCallback):
 
     def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
 
-# %% ../nbs/10_accumulate.ipynb #f5f2b3ed
+# %% ../nbs/10_accumulate.ipynb #0d1e7f4d
 _ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
 
 class _Argument:
@@ -508,9 +514,15 @@ class _Argument:
         setattr(settings, self.name, value)
         settings._check()   # (a bad value is refused, naming it; the callback keeps the settings it had)
         cb.settings = settings   # (a fit reads them as its training starts: the next fit takes it)
-        # a batch size not given follows from them (`n_acc`, or a loader batch with `micro_batch_size`): derived again
-        if settings.accum_bs is None and settings.accum_items is None and type(cb.fixed) is SizeSetting:
-            cb.fixed.setting = settings.fixed_size().setting
+        # a batch size not given follows from them: derived again for the next fit (a running fit keeps its own)
+        if cb.plan is None: _derive_size(cb)
+        else: cb.releases.callback(_derive_size, cb)
+
+def _derive_size(cb):
+    "A batch size not given follows from the settings: `n_acc`, or a loader batch with `micro_batch_size`"
+    settings = cb.settings
+    if settings.accum_bs is None and settings.accum_items is None and type(cb.fixed) is SizeSetting:
+        cb.fixed.setting = settings.fixed_size().setting
 
 class _BatchSizeArgument(_Argument):
     "`accum_bs` (or `accum_items`): the setting, or the batch a schedule (or the noise scale) uses; set, in its unit"

@@ -107,7 +107,7 @@ def _warn_rounded(sched, plan:FitPlan):
         warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
                       f'it is rounded down to {plan.round(value)}.')
 
-# %% ../nbs/12_schedule.ipynb #e44a284d
+# %% ../nbs/12_schedule.ipynb #402f4438
 class GradientAccumulationSchedule(GradientAccumulation):
     "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
     def __init__(self,
@@ -140,8 +140,8 @@ class GradientAccumulationSchedule(GradientAccumulation):
                          log_accum_batch=log_accum_batch, drop_last=drop_last, warn_batchnorm=warn_batchnorm,
                          count_items=count_items, accum_items=start_accum_bs if items else None, lr_scale=lr_scale,
                          whole_batch_loss=whole_batch_loss)
-        store_attr('start_accum_bs,final_accum_bs,start,finish,schedule,items')
-        self.fixed = _ScheduleSetting(self, items)   # (`accum_bs` is the schedule's: not set by hand)
+        # the schedule's arguments are its setting's (read and set on the callback); `accum_bs` is not set by hand
+        self.fixed = _ScheduleSetting(start_accum_bs, items, final_accum_bs, start, finish, schedule)
         self.history,self.history_epochs,self._kept = [],None,None   # (`_kept`: the batch in use, kept over `lr_find`)
 
     @property
@@ -196,35 +196,46 @@ class GradientAccumulationSchedule(GradientAccumulation):
         log_beside_step(self.learn, accum_bs=self.in_use)
 
 class _ScheduleSetting(SizeSetting):
-    "The schedule's setting: at each fit, its arguments (as set on the callback then) make the fit's policy"
-    def __init__(self, sched, items:bool):
-        super().__init__(sched.start_accum_bs, items)
-        self.sched = sched
+    "The schedule's arguments, its setting (`setting` is `start_accum_bs`): at each fit they make the fit's policy"
+    def __init__(self, start_accum_bs, items, final_accum_bs, start, finish, schedule):
+        super().__init__(start_accum_bs, items)
+        store_attr('final_accum_bs,start,finish,schedule')
+
+    start_accum_bs = property(lambda self: self.setting, lambda self, value: setattr(self, 'setting', value))
 
     def policy(self, learn, plan:FitPlan, per_sample=None):
         "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
         if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
-        noise,sched = find_cb(learn, _noise_scale_class()),self.sched
+        noise = find_cb(learn, _noise_scale_class())
         if noise is not None and noise.adapt: raise ValueError('GradientNoiseScale(adapt=True) sets the batch size, '
             'and GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with '
             'GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
         if plan.step_unit is None: raise ValueError('GradientAccumulationSchedule rounds `accum_bs` to whole '
             'micro-batches, and neither the training loader nor `micro_batch_size` gives their size. '
             'Pass micro_batch_size=...')
-        start,final,schedule = sched.start_accum_bs,sched.final_accum_bs,sched.schedule
-        policy = ScheduledBatchSize(start, final, sched.start, sched.finish, schedule, plan.n_epoch)
-        _warn_rounded(sched, plan)
+        start,final,schedule = self.setting,self.final_accum_bs,self.schedule
+        policy = ScheduledBatchSize(start, final, self.start, self.finish, schedule, plan.n_epoch)
+        _warn_rounded(self, plan)
         if plan.drop_last:   # a value no window of an epoch can reach would drop every window, without a word
             for v in [start, final] + (list(schedule.values()) if isinstance(schedule, dict) else []):
                 plan.check_size(plan.round(v), 'final_accum_bs' if v == final else 'start_accum_bs')
         return policy
 
-    def lr_find_size(self, plan:FitPlan)->int: return plan.round(self.sched.start_accum_bs)   # (whole micro-batches)
-    def current(self, policy, in_use:int|None)->int: return self.sched.start_accum_bs if in_use is None else in_use
+    def lr_find_size(self, plan:FitPlan)->int: return plan.round(self.setting)   # (whole micro-batches)
+    def current(self, policy, in_use:int|None)->int: return self.setting if in_use is None else in_use
 
     def set(self, name, value, plan=None):
         raise ValueError(f'GradientAccumulationSchedule sets `{name}` itself at every window. Change start_accum_bs, '
                          'final_accum_bs or schedule, or use GradientAccumulation for a batch size you set.')
+
+class _ScheduleArgument:
+    "An argument of the schedule, read and set on the callback: it lives in the schedule's setting (`fixed`)"
+    def __init__(self, name:str): self.name = name
+    def __get__(self, cb, owner=None): return self if cb is None else getattr(cb.fixed, self.name)
+    def __set__(self, cb, value): setattr(cb.fixed, self.name, value)
+
+for _name in ('start_accum_bs', 'final_accum_bs', 'start', 'finish', 'schedule', 'items'):
+    setattr(GradientAccumulationSchedule, _name, _ScheduleArgument(_name))
 
 class _ScheduleHistory(WindowListener):
     "Records each step's (position, scheduled value, value in use) in the schedule's `history`"
