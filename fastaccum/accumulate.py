@@ -64,7 +64,7 @@ def _skipped_step(learn, xb):
 
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
-# %% ../nbs/10_accumulate.ipynb #3a759379
+# %% ../nbs/10_accumulate.ipynb #29aaa91c
 class FitParts(NamedTuple):
     "A fit's parts, as `AccumSettings.build` makes them from its plan (the callback holds each as a field)"
     window:AccumWindow # What the window holds, when it steps, each micro-batch's weight
@@ -103,6 +103,7 @@ class FitParts(NamedTuple):
 
 _NO_PARTS = FitParts(*[None]*9, [])   # (outside a fit: a state has no part's share)
 
+# %% ../nbs/10_accumulate.ipynb #fed82581
 def _noise_scale_class():
     from fastaccum.noise import GradientNoiseScale   # (the noise scale's module imports this one)
     return GradientNoiseScale
@@ -133,6 +134,7 @@ class SizeSetting(FixedBatchSize):
         if self.setting is not None and policy in (None, self): return self.setting
         return in_use if in_use is not None else self.setting
 
+# %% ../nbs/10_accumulate.ipynb #36d6c660
 class AccumSettings:
     "`GradientAccumulation`'s arguments, checked as they are given; a fit reads its plan and builds its parts from them"
     def __init__(self,
@@ -277,7 +279,7 @@ class AccumSettings:
         size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
         BatchRunner(learn, auto=mbs == 'auto', infer_size=size).install(releases)
 
-# %% ../nbs/10_accumulate.ipynb #aae29780
+# %% ../nbs/10_accumulate.ipynb #55a463aa
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
@@ -502,7 +504,7 @@ class GradientAccumulation(BatchCallback):
 
     def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
 
-# %% ../nbs/10_accumulate.ipynb #0d1e7f4d
+# %% ../nbs/10_accumulate.ipynb #7db2f98d
 _ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
 
 class _Argument:
@@ -537,6 +539,7 @@ for _name in _ARGUMENTS:
     _kind = _BatchSizeArgument if _name in ('accum_bs', 'accum_items') else _Argument
     setattr(GradientAccumulation, _name, _kind(_name))
 
+# %% ../nbs/10_accumulate.ipynb #652ddf21
 def check_one_accumulator(learn, # The `Learner` about to train
                          ):
     "One accumulation callback per Learner: two would weigh (or step) the same micro-batches twice"
@@ -547,7 +550,7 @@ def check_one_accumulator(learn, # The `Learner` about to train
         raise ValueError(f'The Learner has {len(found)} accumulation callbacks ({names}): each would weigh and step '
                          'the same micro-batches. Keep one, and remove the others with learn.remove_cb(...).')
 
-# %% ../nbs/10_accumulate.ipynb #d32a5ecd
+# %% ../nbs/10_accumulate.ipynb #27f61d95
 @patch
 def _start_fit(self:GradientAccumulation):
     "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
@@ -561,7 +564,7 @@ def _start_fit(self:GradientAccumulation):
     if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
     self.loggers.count_steps(self.n_steps)
 
-# %% ../nbs/10_accumulate.ipynb #638efad3
+# %% ../nbs/10_accumulate.ipynb #b84d24d4
 @patch
 def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
@@ -580,7 +583,7 @@ def _release(self:GradientAccumulation):
 
 
 
-# %% ../nbs/10_accumulate.ipynb #1ce3e7e6
+# %% ../nbs/10_accumulate.ipynb #6e5354ad
 @patch
 def state_dict(self:GradientAccumulation)->dict:
     "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
@@ -608,7 +611,7 @@ def _take_up(self:GradientAccumulation, state:dict):
     self.parts.take_up(state)
     self.loggers.count_steps(self.n_steps)
 
-# %% ../nbs/10_accumulate.ipynb #29fe7edd
+# %% ../nbs/10_accumulate.ipynb #2277edeb
 class MicroBatch:
     "What happened to the current micro-batch: made whole in `before_batch`, one `phase` the events move on"
     __slots__ = ('n','items','amount','plan','share','weight','hooked','phase')
@@ -633,7 +636,7 @@ class MicroBatch:
         weight = self.weight
         return None if not isinstance(weight, torch.Tensor) and weight == 1 else (grads[0]*weight,)
 
-# %% ../nbs/10_accumulate.ipynb #d2f11c13
+# %% ../nbs/10_accumulate.ipynb #3d65ec3a
 LR_SCALES = {None: 0., 'linear': 1., 'sqrt': 0.5}   # `lr_scale`: the power of the batch ratio
 
 class StepHypers:
@@ -672,7 +675,7 @@ class StepHypers:
         if self.unscaled is not None and self.learn.opt is not None: self.learn.opt.set_hyper('lr', self.unscaled)
         self.unscaled = None
 
-# %% ../nbs/10_accumulate.ipynb #47cf69d5
+# %% ../nbs/10_accumulate.ipynb #2de8a235
 class ItemCounter:
     "`count_items`: each micro-batch's items, left on the device they come on; micro-batches without items kept out"
     def __init__(self,
@@ -718,7 +721,7 @@ class ItemCounter:
 
     def _drop_without_items(self, grad): return grad if self.nonzero is None else torch.where(self.nonzero, grad, 0.)
 
-# %% ../nbs/10_accumulate.ipynb #49909a32
+# %% ../nbs/10_accumulate.ipynb #75e1816e
 class StepPlaces:
     "Where each step of an epoch is in training (the large batch's `pct_train`): the first from the plan, then in turn"
     def __init__(self,
