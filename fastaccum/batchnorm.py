@@ -384,13 +384,16 @@ def fit_batchnorm(model:nn.Module, # The Learner's model
                   releases=None, # The fit's `Releases` (the hooks' removal goes there)
                  )->list:
     "A fit's BatchNorm listeners: `WindowBatchNorm` (with 'window', where the model has such layers) and the warning"
-    training = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
+    norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]   # (one walk of the model: at every fit)
+    if not norms: return []   # (most models: nothing to watch, nothing to say)
+    training = any(m.training for m in norms)
     if training and warn and whole_batch_loss:
         warnings.warn('whole_batch_loss with BatchNorm layers: they normalise each micro-batch with its own statistics '
                       "and see it twice (two forwards), so the gradient is not the whole batch's. Use LayerNorm or "
                       'GroupNorm. (warn_batchnorm=False silences this.)')
     parts = [BatchNormWarning(mode, world_size)] if training and warn else []
-    if mode != 'window' or not batchnorm_layers(model): return parts
+    # (`batchnorm_layers`' test: a layer that tracks running statistics)
+    if mode != 'window' or not any(m.track_running_stats for m in norms): return parts
     wbn = WindowBatchNorm(model)
     if releases is not None: releases.callback(wbn.remove)
     return [wbn] + parts

@@ -6,7 +6,9 @@ Docs: https://fastaccum.github.io/fastaccum/distributed.html.md"""
 
 # %% ../nbs/21_distributed.ipynb #395794b8
 from __future__ import annotations
+import os, sys, warnings
 import fastai, torch
+from torch.nn.parallel import DistributedDataParallel
 from packaging.version import Version
 from .checks import check_choice
 
@@ -16,9 +18,15 @@ __all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_r
            'WindowSync', 'fix_distributed_dl_broadcast', 'check_distrib_ctx']
 
 # %% ../nbs/21_distributed.ipynb #13c31a58
+def _fsdp_imported():
+    """PyTorch's FSDP package, if it is imported: before it is, no module can be sharded with it (its classes are
+    made there), so a model need not be walked, at every fit, to find none"""
+    return sys.modules.get('torch.distributed.fsdp')
+
 def is_fsdp(model, # A model, wrapped or not
            )->bool:
     "Whether `model` is sharded by PyTorch's FSDP (version 1's `FullyShardedDataParallel`, or 2's `fully_shard`)"
+    if _fsdp_imported() is None: return False
     from torch.distributed import fsdp
     kinds = tuple(getattr(fsdp, n) for n in ('FullyShardedDataParallel', 'FSDPModule') if hasattr(fsdp, n))
     return any(isinstance(m, kinds) for m in model.modules())
@@ -26,7 +34,6 @@ def is_fsdp(model, # A model, wrapped or not
 def ddp_world_size(learn, # A `Learner`
                   )->int:
     "Processes averaging gradients with `learn`: the process group's size when its model is under DDP or FSDP, else 1"
-    from torch.nn.parallel import DistributedDataParallel
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()): return 1
     return dist.get_world_size() if isinstance(learn.model, DistributedDataParallel) or is_fsdp(learn.model) else 1
@@ -67,13 +74,13 @@ def all_reduce_sum(value, # A number this process holds
 def no_sync_model(model, # The Learner's model
                  ):
     "The model whose `no_sync()` lets a window's backwards skip the all-reduce: a DDP model (not FSDP), else `None`"
-    from torch.nn.parallel import DistributedDataParallel
     if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module): return model
     return None
 
 def fsdp_root(model, # A model, sharded or not
              ):
     "The outermost module of `model` sharded with FSDP 2's `fully_shard` (the root), or `None`"
+    if _fsdp_imported() is None: return None
     from torch.distributed.fsdp import FSDPModule
     return next((m for m in model.modules() if isinstance(m, FSDPModule)), None)
 
@@ -245,7 +252,6 @@ _PLUGIN_IGNORED = ("distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner
 def check_distrib_ctx(learn, # The `Learner` about to train
                      ):
     "Warn about the settings `distrib_ctx` gave Accelerate that do nothing with fastai, naming the way that works"
-    import os, warnings
     trainer = next((cb for cb in learn.cbs if type(cb).__name__ == 'DistributedTrainer'), None)
     accelerator = getattr(trainer, 'accelerator', None)
     if accelerator is None: return

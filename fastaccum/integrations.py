@@ -8,6 +8,7 @@ Docs: https://fastaccum.github.io/fastaccum/integrations.html.md"""
 from __future__ import annotations
 import time
 from contextlib import contextmanager
+from functools import lru_cache
 import fastai
 from packaging.version import Version
 from fastcore.xtras import modify_exception
@@ -23,7 +24,12 @@ PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardC
                     'AzureMLCallback')
 STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
 
-def _is_a(cb, names): return any(c.__name__ in names for c in type(cb).__mro__)
+@lru_cache(maxsize=256)
+def _class_names(cls)->frozenset:
+    "The names of `cls` and of every class it derives from (a class's do not change: read once per class)"
+    return frozenset(c.__name__ for c in cls.__mro__)
+
+def _is_a(cb, names): return not _class_names(type(cb)).isdisjoint(names)
 
 class StepLoggers(WindowListener):
     "The callbacks of a `Learner` that should see one training batch per optimizer step, and W&B's counters"
@@ -31,9 +37,11 @@ class StepLoggers(WindowListener):
         learn, # The `Learner`
         per_step:bool=True, # Log per step (silence the loggers on the other micro-batches); `False` leaves them be
     ):
-        self.cbs = [cb for cb in learn.cbs if _is_a(cb, PER_STEP_LOGGERS)] if per_step else []
+        kinds = [(cb, _class_names(type(cb))) for cb in learn.cbs]   # (made at every fit: one pass over them)
+        self.cbs = [cb for cb,names in kinds if not names.isdisjoint(PER_STEP_LOGGERS)] if per_step else []
         self.flags = [cb.run_train for cb in self.cbs]
-        self.counters = [cb for cb in learn.cbs if _is_a(cb, STEP_COUNTERS) and (per_step or _is_a(cb, ('LRFinder',)))]
+        self.counters = [cb for cb,names in kinds
+                         if not names.isdisjoint(STEP_COUNTERS) and (per_step or 'LRFinder' in names)]
         self.per_step,self.quiet,self.learn = per_step,False,learn
         self.wandb = vars(learn).get('wandb')   # fastai's `WandbCallback`: its epoch axis and timer need telling
         self.window_start = None

@@ -30,6 +30,11 @@ class Releases(ExitStack):
         object.__setattr__(obj, name, value)
         return value
 
+    def close(self):
+        "Undo every install, last first, each back to what it replaced (an empty stack: nothing to do)"
+        # (`ExitStack.close` prepares its exception handling even for no undo; each fit's start closes an empty one)
+        if self._exit_callbacks: super().close()
+
     def hook(self,
         handle, # A `torch.utils.hooks.RemovableHandle` (what `register_hook` and its kin return)
     ):
@@ -64,21 +69,29 @@ class Listeners:
     def add(self, *parts):
         "Listen with `parts` too"
         self.parts += parts
-        for event in _EVENTS: setattr(self, event, [getattr(p, event) for p in self.parts if _handles(p, event)])
+        # (made at every fit, and empty between fits: one pass over the parts, each handler looked up once)
+        handlers = {event: [] for event in _EVENTS}
+        for part in self.parts:
+            for event,found in handlers.items():
+                handler = _handler(part, event)
+                if handler is not None: found.append(handler)
+        vars(self).update(handlers)
 
-def _handles(part, event)->bool:
-    "Whether `part` handles `event`: it defines it (on its class, or itself), and (if it says) wants it"
+def _handler(part, event):
+    "`part`'s handler of `event` if it handles it: it defines it (on its class, or itself), and (if it says) wants it"
     handler = getattr(part, event)
-    if getattr(handler, '__func__', handler) is getattr(WindowListener, event): return False
+    if getattr(handler, '__func__', handler) is getattr(WindowListener, event): return None
     wants = getattr(part, 'wants', None)
-    return wants is None or wants(event)
+    return handler if wants is None or wants(event) else None
 
 # %% ../nbs/42_parts.ipynb #4054bbfb
 def find_cb(learn, # A `Learner`
             cls:type, # The callback class (or a tuple of classes) to find
            ):
     "The Learner's callback that is a `cls` (a subclass counts), or `None`"
-    return next((cb for cb in learn.cbs if isinstance(cb, cls)), None)
+    for cb in learn.cbs:   # (a loop, not a generator: it runs as every fit starts)
+        if isinstance(cb, cls): return cb
+    return None
 
 # %% ../nbs/42_parts.ipynb #81312e0d
 def fit_running(learn, # A `Learner`

@@ -42,6 +42,8 @@ def split_sizes(n:int, # Samples in the loader batch
     return [q+1]*r + [q]*(k-r)
 
 # %% ../nbs/41_plan.ipynb #706b2fb2
+def _plain_positive(value)->bool: return type(value) is int and value > 0
+
 @dataclass(frozen=True)
 class FitPlan:
     "What a fit's training is, read once when it starts: every part receives it, none reads the Learner for it"
@@ -56,14 +58,21 @@ class FitPlan:
 
     def __post_init__(self):
         "Every field checked once, where the plan is made"
-        check_positive_int('n_epoch', self.n_epoch, 'Pass the epochs of the fit.')
-        check_positive_int('world_size', self.world_size, 'Pass the number of processes.')
-        for name in ('loader_bs', 'split'): check_optional_int(name, getattr(self, name), 'Pass samples, or None.')
+        # (a plan is made at every fit: plain ints and strings pass at a glance, anything else goes through the
+        # checks, which accept what they accept and name what they refuse)
+        if not _plain_positive(self.n_epoch):
+            check_positive_int('n_epoch', self.n_epoch, 'Pass the epochs of the fit.')
+        if not _plain_positive(self.world_size):
+            check_positive_int('world_size', self.world_size, 'Pass the number of processes.')
+        for name,value in (('loader_bs', self.loader_bs), ('split', self.split)):
+            if not (value is None or _plain_positive(value)): check_optional_int(name, value, 'Pass samples, or None.')
         check_bool('by_items', self.by_items); check_bool('drop_last', self.drop_last)
-        check_choice('reduction', self.reduction, ('mean', 'sum'))
+        if not (type(self.reduction) is str and self.reduction in ('mean', 'sum')):
+            check_choice('reduction', self.reduction, ('mean', 'sum'))
         if self.loader_sizes is not None:
             sizes = self.loader_sizes
-            if not isinstance(sizes, tuple) or not all(type(n) is int and n >= 0 for n in sizes):
+            # (every one an int, not a bool, and none below 0: the types first, so `min` compares ints only)
+            if not isinstance(sizes, tuple) or not set(map(type, sizes)) <= {int} or min(sizes, default=0) < 0:
                 raise ValueError(f'`loader_sizes` must be a tuple of ints >= 0 (the samples of each loader batch), '
                                  f'got {self.loader_sizes!r}.')
 
@@ -296,18 +305,21 @@ def check_size(self:FitPlan,
     fixed:bool=True, # Whether it stays for the fit (then an epoch must be able to fill it)
 )->str|None:
     "Raise if `size` cannot work with this fit; return a warning if it accumulates nothing"
-    check_positive_int(name, size, f'Pass the number of {"items" if self.by_items else "samples"} per optimizer step.')
+    if not _plain_positive(size):
+        check_positive_int(name, size, f'Pass the number of {"items" if self.by_items else "samples"} per optimizer '
+                           'step.')
     if self.by_items: return None
     n = self.world_size
     if size % n: raise ValueError(f'`{name}={size}` is the global batch size over {n} processes, and each process '
         f'accumulates an equal share, so it must be a multiple of {n}: pass e.g. {name}={size - size%n or n} or '
         f'{size - size%n + n}.')
-    epoch = self.epoch_samples
-    if fixed and self.drop_last and epoch is not None and epoch < size//n:
+    epoch = self.epoch_samples if fixed and self.drop_last else None   # (read where checked: its sums made then)
+    if epoch is not None and epoch < size//n:
         raise ValueError(f'`{name}={size}` is more than an epoch holds ({epoch*n} samples) and drop_last=True drops '
                          f'the partial window: no step would ever be taken. Pass {name} <= {epoch*n}, or '
                          'drop_last=False.')
-    if self.unit is not None and size//n < self.unit:
+    unit = self.unit
+    if unit is not None and size//n < unit:
         per = f' ({size//n} in each of {n} processes)' if n > 1 else ''
-        return (f'`{name}={size}`{per} is smaller than one micro-batch ({self.unit} samples): every micro-batch steps '
+        return (f'`{name}={size}`{per} is smaller than one micro-batch ({unit} samples): every micro-batch steps '
                 'and nothing is accumulated. Use accum_bs >= the micro-batch size.')
