@@ -64,7 +64,7 @@ def _skipped_step(learn, xb):
 
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
-# %% ../nbs/10_accumulate.ipynb #29aaa91c
+# %% ../nbs/10_accumulate.ipynb #4be6fdf3
 class FitParts(NamedTuple):
     "A fit's parts, as `AccumSettings.build` makes them from its plan (the callback holds each as a field)"
     window:AccumWindow # What the window holds, when it steps, each micro-batch's weight
@@ -102,6 +102,8 @@ class FitParts(NamedTuple):
             hypers.reference,hypers.unscaled = state['lr_reference'],state['unscaled_lrs']
 
 _NO_PARTS = FitParts(*[None]*9, [])   # (outside a fit: a state has no part's share)
+# the callback's fields for a fit's parts, set as training starts (`None` outside a fit, and in a copy)
+_FIT_PARTS = ('plan', 'policy', 'parts', 'window', 'mb', 'runner', 'places', 'sync', 'loggers', 'hypers', 'counter')
 
 # %% ../nbs/10_accumulate.ipynb #fed82581
 def _noise_scale_class():
@@ -279,7 +281,7 @@ class AccumSettings:
         size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
         BatchRunner(learn, auto=mbs == 'auto', infer_size=size).install(releases)
 
-# %% ../nbs/10_accumulate.ipynb #55a463aa
+# %% ../nbs/10_accumulate.ipynb #d78e7955
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
@@ -295,17 +297,17 @@ class GradientAccumulation(BatchCallback):
         self.fixed = self.settings.fixed_size()   # the setting (a fit may use another)
         self.releases,self.listeners,self.n_steps,self.in_use,self._pending = Releases(),Listeners(),0,None,None
         self.found_bs = self.settings.micro_batch_size if isinstance(self.settings.micro_batch_size, int) else None
-        self.plan = self.policy = self.parts = self.window = self.mb = self.runner = self.places = None   # a fit's
-        self.sync = self.loggers = self.hypers = self.counter = None
+        self.__dict__.update(dict.fromkeys(_FIT_PARTS))   # (a fit's parts: `None` outside a fit)
 
     # `learn` is set as the callback joins a Learner and `None` as it leaves (nothing of the fit may stay); others are
     # set plainly (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
     learn,__setattr__ = Attached(),object.__setattr__
 
     def __copy__(self):
-        "A copy with settings of its own: an argument or batch size set on one leaves the other as it was"
+        "A copy as it was made, with settings of its own (set on one, an argument leaves the other as it was)"
         new = object.__new__(type(self))
-        new.__dict__.update(vars(self), settings=copy(self.settings), fixed=copy(self.fixed))
+        new.__dict__.update(vars(self), settings=copy(self.settings), fixed=copy(self.fixed), releases=Releases(),
+                            listeners=Listeners(), learn=None, **dict.fromkeys(_FIT_PARTS))   # (no fit of this one's)
         return new
 
     @property
@@ -504,7 +506,7 @@ class GradientAccumulation(BatchCallback):
 
     def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
 
-# %% ../nbs/10_accumulate.ipynb #7db2f98d
+# %% ../nbs/10_accumulate.ipynb #da42d67a
 _ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
 
 class _Argument:
@@ -517,7 +519,7 @@ class _Argument:
         settings._check()   # (a bad value is refused, naming it; the callback keeps the settings it had)
         cb.settings = settings   # (a fit reads them as its training starts: the next fit takes it)
         # a batch size not given follows from them: derived again for the next fit (a running fit keeps its own)
-        if cb.plan is None: _derive_size(cb)
+        if cb.plan is None or not fit_running(cb.learn): _derive_size(cb)   # (or a fit an interruption ended)
         else: cb.releases.callback(_derive_size, cb)
 
 def _derive_size(cb):
@@ -564,7 +566,7 @@ def _start_fit(self:GradientAccumulation):
     if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
     self.loggers.count_steps(self.n_steps)
 
-# %% ../nbs/10_accumulate.ipynb #b84d24d4
+# %% ../nbs/10_accumulate.ipynb #5cd402f0
 @patch
 def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
@@ -578,8 +580,7 @@ def _release(self:GradientAccumulation):
     self.releases.close()
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
     if during_batch: learn.__dict__['_step'] = _skipped_step(learn, learn.xb)
-    self.plan = self.policy = self.parts = self.window = self.runner = self.sync = self.loggers = self.hypers = None
-    self.listeners,self.mb,self.places,self.counter = Listeners(),None,None,None
+    self.__dict__.update(dict.fromkeys(_FIT_PARTS), listeners=Listeners())
 
 
 
