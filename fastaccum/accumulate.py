@@ -566,7 +566,7 @@ def _start_fit(self:GradientAccumulation):
     if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
     self.loggers.count_steps(self.n_steps)
 
-# %% ../nbs/10_accumulate.ipynb #5cd402f0
+# %% ../nbs/10_accumulate.ipynb #ee5b5000
 @patch
 def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
@@ -581,8 +581,6 @@ def _release(self:GradientAccumulation):
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
     if during_batch: learn.__dict__['_step'] = _skipped_step(learn, learn.xb)
     self.__dict__.update(dict.fromkeys(_FIT_PARTS), listeners=Listeners())
-
-
 
 # %% ../nbs/10_accumulate.ipynb #6e5354ad
 @patch

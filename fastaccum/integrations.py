@@ -19,7 +19,7 @@ from .parts import WindowListener
 # %% auto #0
 __all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
 
-# %% ../nbs/20_integrations.ipynb #5b506d30
+# %% ../nbs/20_integrations.ipynb #b19836ef
 PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback',
                     'AzureMLCallback')
 STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
@@ -32,8 +32,6 @@ def _class_names(cls)->frozenset:
     except KeyError: names = _CLASS_NAMES[cls] = frozenset(c.__name__ for c in cls.__mro__)
     except TypeError: names = frozenset(c.__name__ for c in cls.__mro__)   # (a class that cannot be a key)
     return names
-
-def _is_a(cb, names): return not _class_names(type(cb)).isdisjoint(names)
 
 class StepLoggers(WindowListener):
     "The callbacks of a `Learner` that should see one training batch per optimizer step, and W&B's counters"
