@@ -72,6 +72,13 @@ def _same_tensor(o, first):
     "Whether `o` is `first`'s very memory (a parameter or buffer returned by every piece)"
     return o.data_ptr() == first.data_ptr() and o.shape == first.shape and o.stride() == first.stride()
 
+def _same_values(outputs):
+    "Whether the tensors `outputs` are equal (shapes first: per-sample outputs of uneven pieces cost no comparison)"
+    first = outputs[0]
+    return all(o.shape == first.shape for o in outputs[1:]) and all(torch.equal(o, first) for o in outputs[1:])
+
+def _rows_alike(t): return bool((t == t[:1]).all())
+
 def concat_outputs(outputs:list, # The model's outputs for consecutive pieces of a batch
                    sizes:list|None=None, # The pieces' samples (to tell per-sample tensors from the others)
                   ):
@@ -86,9 +93,11 @@ def concat_outputs(outputs:list, # The model's outputs for consecutive pieces of
     if len(outputs) == 1: return first   # (one piece: no copy)
     if isinstance(first, torch.Tensor):
         if all(_same_tensor(o, first) for o in outputs[1:]): return first
-        if first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes))):
-            return torch.cat(outputs)
-        if all(o.shape == first.shape and torch.equal(o, first) for o in outputs[1:]): return first
+        per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes)))
+        # the same in every piece first: prototypes as many as a piece's samples are not per sample (unless their
+        # rows are all alike, as a head's zeros at its start: then they are taken as per sample)
+        if _same_values(outputs) and not (per_sample and _rows_alike(first)): return first
+        if per_sample: return torch.cat(outputs)
         raise ValueError(f'An output of shape {tuple(first.shape)} is not per sample (its first dimension is not '
                          'the samples of each piece) and differs between the pieces of a batch: the whole batch\'s '
                          'cannot be made from pieces. Return per-sample outputs (and what is the same for every '
