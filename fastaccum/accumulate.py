@@ -95,7 +95,7 @@ class FitParts(NamedTuple):
         "The parts of a continued fit as they were where `state` was taken"
         runner,counter,hypers = self.runner,self.counter,self.hypers
         self.places.last = state.get('last_step')
-        if runner is not None and state['found_bs']: runner.size,runner.told = state['found_bs'],state['told']
+        if runner is not None and state['found_bs']: runner.resume(state['found_bs'], state['told'])
         if counter is not None and state['items_per_sample'] is not None:
             self.window.items_per_sample,counter.estimate = state['items_per_sample'],False
         if hypers is not None and state['lr_reference'] is not None:
@@ -322,7 +322,7 @@ class GradientAccumulation(BatchCallback):
 
     @property
     def micro_bs(self)->int|None:
-        "The samples the model runs at once: the split (or GradCache) size, else a loader batch; after a fit, the last"
+        "The samples the model runs at once: the split or GradCache size, else a loader batch; after a fit, that found"
         if self.plan is None: return self.found_bs
         return self.runner.size if self.runner is not None and self.runner.size else self.plan.loader_bs
 
@@ -576,7 +576,7 @@ def _release(self:GradientAccumulation):
                    and fit_running(learn)
     if self.plan is not None:   # (a fit refused as it started has nothing to drop)
         self.after_train()
-        self.found_bs = self.micro_bs
+        if self.runner is not None and self.runner.found: self.found_bs = self.runner.found   # ('auto' or tune's)
     self.releases.close()
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
     if during_batch: learn.__dict__['_step'] = _skipped_step(learn, learn.xb)

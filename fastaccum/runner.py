@@ -181,6 +181,7 @@ class BatchRunner(WindowListener):
         store_attr()
         self.piece,self.skip,self.active,self.batches,self.restart,self.undo = (True, 0, 1.),0,False,[],(0, 0),None
         self.window_starts,self.told,self.stateful = True,None,stateful_module(learn.model)
+        self.found,self.how = None,()   # the size `auto` or `tune` found in this fit, and how (told once settled)
         self.counters = []   # (fastai's batch counters, silenced on all pieces but the last: found at `install`)
         self.trials = SizeTrials(size, learn) if tune else None
 
@@ -192,6 +193,16 @@ class BatchRunner(WindowListener):
         releases.callback(self._stop)
         self.counters,self.active = counters,True
         return self
+
+    def _use(self, size:int|None, how:str|None=None):
+        "The one writer of `size`: a trial's, a halving's (`how`: found), a continued fit's"
+        self.size = size
+        if how is not None: self.found,self.how = size,tuple(dict.fromkeys(self.how + (how,)))
+
+    def resume(self, size:int, told:int|None):
+        "Continue a fit at the size it ran (`told`: the size it had found and printed, if any)"
+        self._use(size)
+        self.told,self.found = told,None if told is None else size
 
     def _stop(self): self.active,self.batches,self.undo,self.piece = False,[],None,(True, 0, 1.)
 
@@ -242,12 +253,10 @@ def fit_runner(learn, # The `Learner`
         raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it, "
                          'and removed when it closes.')
     auto,fixed = micro_batch_size == 'auto',None if micro_batch_size == 'auto' else micro_batch_size
-    runner = BatchRunner(learn, plan.split, auto, tune and plan.split is not None, fixed or remembered, sync=sync,
+    split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
+    runner = BatchRunner(learn, split, auto, tune and plan.split is not None, fixed or remembered, sync=sync,
                          on_redo=on_redo)
-    if whole_batch_loss:
-        runner.size = fixed or remembered
-        runner.whole = WholeBatchLoss(runner, batchnorm)
-    split = runner.size if whole_batch_loss else plan.split
+    if whole_batch_loss: runner.whole = WholeBatchLoss(runner, batchnorm)
     bs = plan.loader_bs
     if runner.stateful is not None and bs is not None and split is not None and (split < bs or tune):
         raise stateful_error(runner.stateful, bs, split if split < bs else split//2,
@@ -292,7 +301,7 @@ def _piece(self:BatchRunner, i, b, n, offset, size):
 def _window_starts(self:BatchRunner, k, offset):
     "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
     self.window_starts = False
-    if self.trials is not None: self.size = self.trials.window_starts(self.size)
+    if self.trials is not None: self._use(self.trials.window_starts(self.size))
     if not self.auto: return k
     del self.batches[:k]
     self.restart,self.undo = (0, offset),_snapshot(self.learn)
@@ -302,18 +311,18 @@ def _window_starts(self:BatchRunner, k, offset):
 def window_closed(self:BatchRunner, window):
     "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
     self.window_starts = True
-    if self.trials is not None: self.size = self.trials.window_closed(self.size, window)
-    if (self.trials is None or self.trials.chosen) and (self.auto or self.tune) and self.told != self.size: self._tell()
+    if self.trials is not None and not self.trials.chosen:
+        size = self.trials.window_closed(self.size, window)
+        self._use(size, 'the fastest of those tried' if self.trials.chosen else None)
+    if self.found is not None and self.told != self.size and (self.trials is None or self.trials.chosen): self._tell()
 
 @patch
 def window_dropped(self:BatchRunner): self.window_starts = True
 
 @patch
 def _tell(self:BatchRunner):
-    "Print the size in use, once (and again if it changes), and log it to W&B"
-    how = ['found by micro_batch_size="auto"'] if self.auto else []
-    if self.tune: how.append('the fastest of those tried')
-    print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(how)})')
+    "Print the size found, once (and again if it changes), and log it to W&B"
+    print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
     log_beside_step(self.learn, micro_bs=self.size)
     self.told = self.size
 
@@ -340,7 +349,8 @@ def _smaller(self:BatchRunner,
             if self.stateful is not None:   # a smaller piece would split the batch of a model that keeps state
                 raise stateful_error(self.stateful, n, current//2, 'inference' if size == 'infer_size' else
                                      'whole_batch_loss' if self.whole is not None else "micro_batch_size='auto'") from e
-            setattr(self, size, current//2)
+            if size == 'infer_size': self.infer_size = current//2
+            else: self._use(current//2, 'found by micro_batch_size="auto"')
             if self.trials is not None and size == 'size': self.trials.restart(self.size)
             if undo is not None: undo()
 
