@@ -158,6 +158,13 @@ def stateful_error(stateful:str, # What `stateful_module` found
                       f'ModelResetter). Each row of a piece would start from the state another piece left. {fix}')
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
+def _layout_error(counted, rows):
+    "The error refusing to cut a batch whose samples (the callback's count) do not lie along its first dimension"
+    return ValueError(f'micro_batch_size cuts batches along their first dimension, but count_samples() counts '
+                      f'{counted} samples in {rows} rows: the samples lie along another dimension (e.g. batches '
+                      "(seq_len, bs)), and pieces would cut them. Serve batch-first batches (transpose in the model's "
+                      'forward), or pass micro_batch_size=None and accum_bs=... to accumulate whole loader batches.')
+
 class BatchRunner(WindowListener):
     "Runs each loader batch through fastai's events: whole, split into pieces of at most `size`, GradCache's two passes"
     def __init__(self,
@@ -169,6 +176,7 @@ class BatchRunner(WindowListener):
         whole=None, # A `WholeBatchLoss`: training batches run in GradCache's two passes (pieces of `size`)
         sync=None, # The fit's `WindowSync`, which tells the processes that one ran out of memory
         on_redo=None, # `on_redo()`: the window is undone, to be run again (the accumulation callback empties it)
+        count=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`; `None`: unchecked)
     ):
         for name,value in (('size', size), ('infer_size', infer_size)):
             if value is not None:
@@ -204,6 +212,18 @@ class BatchRunner(WindowListener):
         self._use(size)
         self.told,self.found = told,None if told is None else size
 
+    def check_layout(self, b, n:int, k:int):
+        "Refuse a batch `b` cut along its first dimension (`n`, pieces of `k`) whose samples `count()` finds elsewhere"
+        if self.count is None: return
+        learn = self.learn
+        saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at the fit's first batch)
+        try:
+            for size,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
+                learn._split(part)
+                counted = self.count() if len(learn.yb) else size   # (no targets: unlabelled inference)
+                if counted != size: raise _layout_error(counted, size)
+        finally: learn.xb,learn.yb = saved
+
     def _stop(self): self.active,self.batches,self.undo,self.piece = False,[],None,(True, 0, 1.)
 
     def start_epoch(self):
@@ -238,6 +258,7 @@ def fit_runner(learn, # The `Learner`
                sync=None, # The fit's `WindowSync`
                on_redo=None, # `on_redo()`: a window undone after running out of memory
                releases:Releases|None=None, # Where the install goes
+               count=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
               ):
     "The fit's `BatchRunner` (installed on `releases`), or `None` when batches run as fastai runs them"
     check_bool('tune', tune); check_bool('whole_batch_loss', whole_batch_loss)
@@ -255,7 +276,7 @@ def fit_runner(learn, # The `Learner`
     auto,fixed = micro_batch_size == 'auto',None if micro_batch_size == 'auto' else micro_batch_size
     split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
     runner = BatchRunner(learn, split, auto, tune and plan.split is not None, fixed or remembered, sync=sync,
-                         on_redo=on_redo)
+                         on_redo=on_redo, count=count)
     if whole_batch_loss: runner.whole = WholeBatchLoss(runner, batchnorm)
     bs = plan.loader_bs
     if runner.stateful is not None and bs is not None and split is not None and (split < bs or tune):
@@ -268,11 +289,12 @@ def fit_runner(learn, # The `Learner`
 def _split(self:BatchRunner, i, b):
     "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
     self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # the window's loader batches, to run it again
-    start = [len(self.batches)-1, 0]
+    start,n = [len(self.batches)-1, 0],find_bs(b)
+    self.check_layout(b, n, min(self.size, n))
     def undo():
         self._restore()
         start[:] = self.restart   # the window's first piece
-    return self._smaller(lambda: self._run(*start), find_bs(b), undo=undo)
+    return self._smaller(lambda: self._run(*start), n, undo=undo)
 
 @patch
 def _run(self:BatchRunner, k, offset):
@@ -404,6 +426,7 @@ def _restore(self:BatchRunner):
 def _infer_forward(self:BatchRunner, xb):
     "The inference batch's forward in pieces of at most `infer_size` (halved on running out of memory, with `auto`)"
     n,model = find_bs(xb),self.learn.model
+    self.check_layout((*xb, *self.learn.yb), n, min(self.infer_size or n, n))
     if self.stateful is not None and self.infer_size is not None and self.infer_size < n:
         raise stateful_error(self.stateful, n, self.infer_size, 'inference')
     def run():
@@ -488,6 +511,7 @@ class WholeBatchLoss:
     def forward(self, xb):
         "The whole batch's output, computed in pieces without a graph: its tensors are leaves for the loss's gradient"
         n = find_bs(xb)
+        self.runner.check_layout((*xb, *self.runner.learn.yb), n, min(self.runner.size or n, n))
         return self.runner._smaller(lambda: self._first_pass(xb, n), n, agree=False)
 
     def _first_pass(self, xb, n):
