@@ -7,6 +7,7 @@ Docs: https://fastaccum.github.io/fastaccum/runner.html.md"""
 # %% ../nbs/43_runner.ipynb #b6e1d832
 from __future__ import annotations
 import gc, numbers, time
+from contextlib import nullcontext
 from itertools import accumulate
 import torch
 from fastcore.basics import store_attr, patch
@@ -14,7 +15,7 @@ from fastcore.xtras import modify_exception
 from fastai.callback.core import (CancelBatchException, CancelBackwardException, CancelStepException,
                                   TrainEvalCallback)
 from fastai.callback.schedule import ParamScheduler
-from fastai.torch_core import find_bs
+from fastai.torch_core import find_bs, apply
 from .plan import split_sizes
 from .checks import check_positive_int, check_bool
 from .parts import WindowListener, Releases
@@ -23,7 +24,7 @@ from .integrations import log_beside_step
 
 # %% auto #0
 __all__ = ['is_out_of_memory', 'slice_batch', 'pieces', 'concat_outputs', 'fastai_batch', 'stateful_module', 'stateful_error',
-           'BatchRunner', 'fit_runner', 'SizeTrials', 'WholeBatchLoss']
+           'BatchRunner', 'check_layout', 'fit_runner', 'SizeTrials', 'WholeBatchLoss']
 
 # %% ../nbs/43_runner.ipynb #ea3c3407
 _OOM_SIGNS = ('out of memory', 'CUBLAS_STATUS_ALLOC_FAILED', 'CUDNN_STATUS_ALLOC_FAILED',
@@ -158,13 +159,6 @@ def stateful_error(stateful:str, # What `stateful_module` found
                       f'ModelResetter). Each row of a piece would start from the state another piece left. {fix}')
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
-def _layout_error(counted, rows):
-    "The error refusing to cut a batch whose samples (the callback's count) do not lie along its first dimension"
-    return ValueError(f'micro_batch_size cuts batches along their first dimension, but count_samples() counts '
-                      f'{counted} samples in {rows} rows: the samples lie along another dimension (e.g. batches '
-                      "(seq_len, bs)), and pieces would cut them. Serve batch-first batches (transpose in the model's "
-                      'forward), or pass micro_batch_size=None and accum_bs=... to accumulate whole loader batches.')
-
 class BatchRunner(WindowListener):
     "Runs each loader batch through fastai's events: whole, split into pieces of at most `size`, GradCache's two passes"
     def __init__(self,
@@ -212,18 +206,6 @@ class BatchRunner(WindowListener):
         self._use(size)
         self.told,self.found = told,None if told is None else size
 
-    def check_layout(self, b, n:int, k:int):
-        "Refuse a batch `b` cut along its first dimension (`n`, pieces of `k`) whose samples `count()` finds elsewhere"
-        if self.count is None: return
-        learn = self.learn
-        saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at the fit's first batch)
-        try:
-            for size,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
-                learn._split(part)
-                counted = self.count() if len(learn.yb) else size   # (no targets: unlabelled inference)
-                if counted != size: raise _layout_error(counted, size)
-        finally: learn.xb,learn.yb = saved
-
     def _stop(self): self.active,self.batches,self.undo,self.piece = False,[],None,(True, 0, 1.)
 
     def start_epoch(self):
@@ -246,6 +228,25 @@ class BatchRunner(WindowListener):
         learn.iter = i
         learn._split(learn._set_device(b))
         learn._with_events(lambda: fastai_batch(learn, forward, backward), 'batch', CancelBatchException)
+
+# %% ../nbs/43_runner.ipynb #d8b0c0e3
+def check_layout(learn, # The `Learner`
+                 count, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
+                 b, # A batch, cut along its tensors' first dimension
+                 n:int, k:int, # Its rows, and a piece's
+                ):
+    "Refuse a batch `b` of `n` rows cut in pieces of `k` whose samples `count()` finds along another dimension"
+    saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
+    try:
+        for size,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
+            learn._split(part)
+            counted = count() if len(learn.yb) else size   # (no targets: unlabelled inference)
+            if counted != size: raise ValueError(
+                f'micro_batch_size cuts batches along their first dimension, but count_samples() counts {counted} '
+                f'samples in {size} rows: the samples lie along another dimension (e.g. batches (seq_len, bs)), '
+                "and pieces would cut them. Serve batch-first batches (transpose in the model's forward), or pass "
+                'micro_batch_size=None and accum_bs=... to accumulate whole loader batches.')
+    finally: learn.xb,learn.yb = saved
 
 # %% ../nbs/43_runner.ipynb #42e303c3
 def fit_runner(learn, # The `Learner`
@@ -290,7 +291,7 @@ def _split(self:BatchRunner, i, b):
     "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
     self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # the window's loader batches, to run it again
     start,n = [len(self.batches)-1, 0],find_bs(b)
-    self.check_layout(b, n, min(self.size, n))
+    if self.count is not None: check_layout(self.learn, self.count, b, n, min(self.size, n))
     def undo():
         self._restore()
         start[:] = self.restart   # the window's first piece
@@ -426,7 +427,8 @@ def _restore(self:BatchRunner):
 def _infer_forward(self:BatchRunner, xb):
     "The inference batch's forward in pieces of at most `infer_size` (halved on running out of memory, with `auto`)"
     n,model = find_bs(xb),self.learn.model
-    self.check_layout((*xb, *self.learn.yb), n, min(self.infer_size or n, n))
+    if self.count is not None:
+        check_layout(self.learn, self.count, (*xb, *self.learn.yb), n, min(self.infer_size or n, n))
     if self.stateful is not None and self.infer_size is not None and self.infer_size < n:
         raise stateful_error(self.stateful, n, self.infer_size, 'inference')
     def run():
@@ -490,13 +492,6 @@ def _tensors(x):
     if isinstance(x, dict): return [t for o in x.values() for t in _tensors(o)]
     return []
 
-def _with_tensors(x, new):
-    "`x` with its tensors replaced, in order, by those of the iterator `new`"
-    if isinstance(x, torch.Tensor): return next(new)
-    if isinstance(x, (tuple, list)): return type(x)(_with_tensors(o, new) for o in x)
-    if isinstance(x, dict): return {k: _with_tensors(o, new) for k,o in x.items()}
-    return x
-
 # %% ../nbs/43_runner.ipynb #b70a133b
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
@@ -511,12 +506,14 @@ class WholeBatchLoss:
     def forward(self, xb):
         "The whole batch's output, computed in pieces without a graph: its tensors are leaves for the loss's gradient"
         n = find_bs(xb)
-        self.runner.check_layout((*xb, *self.runner.learn.yb), n, min(self.runner.size or n, n))
+        runner = self.runner
+        if runner.count is not None:
+            check_layout(runner.learn, runner.count, (*xb, *runner.learn.yb), n, min(runner.size or n, n))
         return self.runner._smaller(lambda: self._first_pass(xb, n), n, agree=False)
 
     def _first_pass(self, xb, n):
         model,outs,self.chunks = self.runner.learn.model,[],[]
-        with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else _nothing()):
+        with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else nullcontext()):
             for start,k in pieces(n, self.runner.size):
                 self.chunks.append((start, k, _rng_state()))
                 outs.append(model(*slice_batch(xb, n, start, start+k)))
@@ -526,7 +523,8 @@ class WholeBatchLoss:
         # what was put together from the pieces is per sample; what was passed through once is the same in every piece
         self.per_sample = [len(outs) > 1 and t is not o for t,o in zip(tensors, _tensors(outs[0]))]
         self.leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
-        return _with_tensors(whole, iter(self.leaves))
+        leaves = iter(self.leaves)   # (fastai's `apply` walks an output in `_tensors`' order)
+        return apply(lambda o: next(leaves) if isinstance(o, torch.Tensor) else o, whole)
 
     def backward(self):
         "The loss's backward to the leaves, then each piece again with a graph, backpropagating its share"
@@ -541,9 +539,9 @@ class WholeBatchLoss:
                 _set_rng_state(state)   # the same dropout masks as the first pass
                 if self.batchnorm is not None: self.batchnorm.new_piece()
                 # under DDP, the pieces but the last keep their gradients local: the batch synchronizes once
-                hold = sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else _nothing()
+                hold = sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext()
                 with hold:
-                    with autocast if autocast is not None else _nothing():
+                    with autocast if autocast is not None else nullcontext():
                         outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
                     # a per-sample output takes its slice of the gradient; one the same for every piece, an equal share
                     pairs = [(o, g[start:start+k] if each else g/len(self.chunks))
@@ -557,7 +555,3 @@ class WholeBatchLoss:
             raise
         finally: _set_rng_state(self.after_first)
         self.leaves,self.chunks = None,[]
-
-class _nothing:
-    def __enter__(self): return self
-    def __exit__(self, *exc): return False
