@@ -95,7 +95,7 @@ class FitParts(NamedTuple):
         "The parts of a continued fit as they were where `state` was taken"
         runner,counter,hypers = self.runner,self.counter,self.hypers
         self.places.last = state.get('last_step')
-        if runner is not None and state['found_bs']: runner.size,runner.told = state['found_bs'],state['told']
+        if runner is not None and state['found_bs']: runner.resume(state['found_bs'], state['told'])
         if counter is not None and state['items_per_sample'] is not None:
             self.window.items_per_sample,counter.estimate = state['items_per_sample'],False
         if hypers is not None and state['lr_reference'] is not None:
@@ -229,6 +229,7 @@ class AccumSettings:
         found_bs:int|None, # The split size an earlier fit found (where 'auto' starts)
         releases:Releases, # The fit's releases: every install pushes its undo there
         redo_window:Callable, # What the runner calls when a window must run again (out of memory)
+        count:Callable|None=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
     )->FitParts:
         "The fit's parts, made from its plan (a first batch size refused leaves nothing installed)"
         window = AccumWindow(1, self.drop_last, plan.by_items, plan.reduction)
@@ -249,7 +250,7 @@ class AccumSettings:
                               self.whole_batch_loss, releases)
         batchnorm = next((p for p in norms if isinstance(p, WindowBatchNorm)), None)
         runner = fit_runner(learn, plan, self.micro_batch_size, found_bs or self.max_micro_batch_size, self.tune,
-                            self.whole_batch_loss, batchnorm, sync, redo_window, releases)
+                            self.whole_batch_loss, batchnorm, sync, redo_window, releases, count)
         listening = [loggers, *norms] + ([runner] if runner is not None else [])
         listening += [cb for cb in learn.cbs if isinstance(cb, WindowListener)]
         return FitParts(window, sync, loggers, hypers, counter, runner, StepPlaces(plan), policy, size, listening)
@@ -274,12 +275,13 @@ class AccumSettings:
         learn, # The `Learner`
         found_bs:int|None, # The split size training found (with 'auto')
         releases:Releases, # Where the install's undo goes
+        count:Callable|None=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
     ):
         "Outside a fit, with `micro_batch_size`: `validate`, `get_preds` and `predict` run the model in pieces too"
         mbs = self.micro_batch_size
         if mbs is None: return
         size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
-        BatchRunner(learn, auto=mbs == 'auto', infer_size=size).install(releases)
+        BatchRunner(learn, auto=mbs == 'auto', infer_size=size, count=count).install(releases)
 
 # %% ../nbs/10_accumulate.ipynb #d78e7955
 class GradientAccumulation(BatchCallback):
@@ -322,7 +324,7 @@ class GradientAccumulation(BatchCallback):
 
     @property
     def micro_bs(self)->int|None:
-        "The samples the model runs at once: the split (or GradCache) size, else a loader batch; after a fit, the last"
+        "The samples the model runs at once: the split or GradCache size, else a loader batch; after a fit, that found"
         if self.plan is None: return self.found_bs
         return self.runner.size if self.runner is not None and self.runner.size else self.plan.loader_bs
 
@@ -348,7 +350,7 @@ class GradientAccumulation(BatchCallback):
         if learn.lock.locked() and self.plan is not None and fit_running(learn): return
         self._release()
         # validation, `get_preds`, `summary`, `tta`: in pieces, with `micro_batch_size`
-        self.settings.install_inference(learn, self.found_bs, self.releases)
+        self.settings.install_inference(learn, self.found_bs, self.releases, self.count_samples)
         if not learn.lock.locked(): self.settings.prepare(learn, self.fixed, self.found_bs)   # (not a validation)
 
     def before_train(self):
@@ -559,7 +561,8 @@ def _start_fit(self:GradientAccumulation):
     learn,pending = self.learn,self._pending
     plan = self.settings.read_plan(learn, self.found_bs, pending)
     redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory: the loggers run)
-    self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo)
+    self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,
+                                             self.count_samples)
     self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,self.places,self.policy,size,_ = parts
     self.plan,self.n_steps,self.in_use,self.listeners = plan,0,size,Listeners(parts.listening)
     self.releases.replace(learn, '_step', self._step)   # (fastai's method for everyone else, back at the fit's end)
@@ -576,7 +579,7 @@ def _release(self:GradientAccumulation):
                    and fit_running(learn)
     if self.plan is not None:   # (a fit refused as it started has nothing to drop)
         self.after_train()
-        self.found_bs = self.micro_bs
+        if self.runner is not None and self.runner.found: self.found_bs = self.runner.found   # ('auto' or tune's)
     self.releases.close()
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
     if during_batch: learn.__dict__['_step'] = _skipped_step(learn, learn.xb)

@@ -259,8 +259,7 @@ class FixedBatchSize:
         "A batch size set by hand, checked in its unit, and against the fit's plan in one; the next window takes it"
         if name != self.name: raise ValueError(f'This callback counts {"items" if self.items else "samples"} per step '
             f'({self.name}={self.setting}): set {self.name}, not {name}. (Windows of items are made with accum_items= '
-            'and '
-            'count_items=.)')
+            'and count_items=.)')
         check_positive_int(name, value, f'Pass the {"items" if self.items else "samples"} per optimizer step.')
         warning = None if plan is None else plan.check_size(value, name)
         if warning: warnings.warn(warning)

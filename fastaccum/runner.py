@@ -7,6 +7,7 @@ Docs: https://fastaccum.github.io/fastaccum/runner.html.md"""
 # %% ../nbs/43_runner.ipynb #b6e1d832
 from __future__ import annotations
 import gc, numbers, time
+from contextlib import nullcontext
 from itertools import accumulate
 import torch
 from fastcore.basics import store_attr, patch
@@ -14,7 +15,7 @@ from fastcore.xtras import modify_exception
 from fastai.callback.core import (CancelBatchException, CancelBackwardException, CancelStepException,
                                   TrainEvalCallback)
 from fastai.callback.schedule import ParamScheduler
-from fastai.torch_core import find_bs
+from fastai.torch_core import find_bs, apply
 from .plan import split_sizes
 from .checks import check_positive_int, check_bool
 from .parts import WindowListener, Releases
@@ -23,7 +24,7 @@ from .integrations import log_beside_step
 
 # %% auto #0
 __all__ = ['is_out_of_memory', 'slice_batch', 'pieces', 'concat_outputs', 'fastai_batch', 'stateful_module', 'stateful_error',
-           'BatchRunner', 'fit_runner', 'SizeTrials', 'WholeBatchLoss']
+           'BatchRunner', 'check_layout', 'fit_runner', 'SizeTrials', 'WholeBatchLoss']
 
 # %% ../nbs/43_runner.ipynb #ea3c3407
 _OOM_SIGNS = ('out of memory', 'CUBLAS_STATUS_ALLOC_FAILED', 'CUDNN_STATUS_ALLOC_FAILED',
@@ -72,6 +73,13 @@ def _same_tensor(o, first):
     "Whether `o` is `first`'s very memory (a parameter or buffer returned by every piece)"
     return o.data_ptr() == first.data_ptr() and o.shape == first.shape and o.stride() == first.stride()
 
+def _same_values(outputs):
+    "Whether the tensors `outputs` are equal (shapes first: per-sample outputs of uneven pieces cost no comparison)"
+    first = outputs[0]
+    return all(o.shape == first.shape for o in outputs[1:]) and all(torch.equal(o, first) for o in outputs[1:])
+
+def _rows_alike(t): return bool((t == t[:1]).all())
+
 def concat_outputs(outputs:list, # The model's outputs for consecutive pieces of a batch
                    sizes:list|None=None, # The pieces' samples (to tell per-sample tensors from the others)
                   ):
@@ -86,9 +94,11 @@ def concat_outputs(outputs:list, # The model's outputs for consecutive pieces of
     if len(outputs) == 1: return first   # (one piece: no copy)
     if isinstance(first, torch.Tensor):
         if all(_same_tensor(o, first) for o in outputs[1:]): return first
-        if first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes))):
-            return torch.cat(outputs)
-        if all(o.shape == first.shape and torch.equal(o, first) for o in outputs[1:]): return first
+        per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes)))
+        # the same in every piece first: prototypes as many as a piece's samples are not per sample (unless their
+        # rows are all alike, as a head's zeros at its start: then they are taken as per sample)
+        if _same_values(outputs) and not (per_sample and _rows_alike(first)): return first
+        if per_sample: return torch.cat(outputs)
         raise ValueError(f'An output of shape {tuple(first.shape)} is not per sample (its first dimension is not '
                          'the samples of each piece) and differs between the pieces of a batch: the whole batch\'s '
                          'cannot be made from pieces. Return per-sample outputs (and what is the same for every '
@@ -160,6 +170,7 @@ class BatchRunner(WindowListener):
         whole=None, # A `WholeBatchLoss`: training batches run in GradCache's two passes (pieces of `size`)
         sync=None, # The fit's `WindowSync`, which tells the processes that one ran out of memory
         on_redo=None, # `on_redo()`: the window is undone, to be run again (the accumulation callback empties it)
+        count=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`; `None`: unchecked)
     ):
         for name,value in (('size', size), ('infer_size', infer_size)):
             if value is not None:
@@ -172,6 +183,7 @@ class BatchRunner(WindowListener):
         store_attr()
         self.piece,self.skip,self.active,self.batches,self.restart,self.undo = (True, 0, 1.),0,False,[],(0, 0),None
         self.window_starts,self.told,self.stateful = True,None,stateful_module(learn.model)
+        self.found,self.how = None,()   # the size `auto` or `tune` found in this fit, and how (told once settled)
         self.counters = []   # (fastai's batch counters, silenced on all pieces but the last: found at `install`)
         self.trials = SizeTrials(size, learn) if tune else None
 
@@ -183,6 +195,16 @@ class BatchRunner(WindowListener):
         releases.callback(self._stop)
         self.counters,self.active = counters,True
         return self
+
+    def _use(self, size:int|None, how:str|None=None):
+        "The one writer of `size`: a trial's, a halving's (`how`: found), a continued fit's"
+        self.size = size
+        if how is not None: self.found,self.how = size,tuple(dict.fromkeys(self.how + (how,)))
+
+    def resume(self, size:int, told:int|None):
+        "Continue a fit at the size it ran (`told`: the size it had found and printed, if any)"
+        self._use(size)
+        self.told,self.found = told,None if told is None else size
 
     def _stop(self): self.active,self.batches,self.undo,self.piece = False,[],None,(True, 0, 1.)
 
@@ -207,6 +229,25 @@ class BatchRunner(WindowListener):
         learn._split(learn._set_device(b))
         learn._with_events(lambda: fastai_batch(learn, forward, backward), 'batch', CancelBatchException)
 
+# %% ../nbs/43_runner.ipynb #d8b0c0e3
+def check_layout(learn, # The `Learner`
+                 count, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
+                 b, # A batch, cut along its tensors' first dimension
+                 n:int, k:int, # Its rows, and a piece's
+                ):
+    "Refuse a batch `b` of `n` rows cut in pieces of `k` whose samples `count()` finds along another dimension"
+    saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
+    try:
+        for size,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
+            learn._split(part)
+            counted = count() if len(learn.yb) else size   # (no targets: unlabelled inference)
+            if counted != size: raise ValueError(
+                f'micro_batch_size cuts batches along their first dimension, but count_samples() counts {counted} '
+                f'samples in {size} rows: the samples lie along another dimension (e.g. batches (seq_len, bs)), '
+                "and pieces would cut them. Serve batch-first batches (transpose in the model's forward), or pass "
+                'micro_batch_size=None and accum_bs=... to accumulate whole loader batches.')
+    finally: learn.xb,learn.yb = saved
+
 # %% ../nbs/43_runner.ipynb #42e303c3
 def fit_runner(learn, # The `Learner`
                plan, # The fit's `FitPlan`
@@ -218,6 +259,7 @@ def fit_runner(learn, # The `Learner`
                sync=None, # The fit's `WindowSync`
                on_redo=None, # `on_redo()`: a window undone after running out of memory
                releases:Releases|None=None, # Where the install goes
+               count=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
               ):
     "The fit's `BatchRunner` (installed on `releases`), or `None` when batches run as fastai runs them"
     check_bool('tune', tune); check_bool('whole_batch_loss', whole_batch_loss)
@@ -233,12 +275,10 @@ def fit_runner(learn, # The `Learner`
         raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it, "
                          'and removed when it closes.')
     auto,fixed = micro_batch_size == 'auto',None if micro_batch_size == 'auto' else micro_batch_size
-    runner = BatchRunner(learn, plan.split, auto, tune and plan.split is not None, fixed or remembered, sync=sync,
-                         on_redo=on_redo)
-    if whole_batch_loss:
-        runner.size = fixed or remembered
-        runner.whole = WholeBatchLoss(runner, batchnorm)
-    split = runner.size if whole_batch_loss else plan.split
+    split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
+    runner = BatchRunner(learn, split, auto, tune and plan.split is not None, fixed or remembered, sync=sync,
+                         on_redo=on_redo, count=count)
+    if whole_batch_loss: runner.whole = WholeBatchLoss(runner, batchnorm)
     bs = plan.loader_bs
     if runner.stateful is not None and bs is not None and split is not None and (split < bs or tune):
         raise stateful_error(runner.stateful, bs, split if split < bs else split//2,
@@ -250,11 +290,12 @@ def fit_runner(learn, # The `Learner`
 def _split(self:BatchRunner, i, b):
     "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
     self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # the window's loader batches, to run it again
-    start = [len(self.batches)-1, 0]
+    start,n = [len(self.batches)-1, 0],find_bs(b)
+    if self.count is not None: check_layout(self.learn, self.count, b, n, min(self.size, n))
     def undo():
         self._restore()
         start[:] = self.restart   # the window's first piece
-    return self._smaller(lambda: self._run(*start), find_bs(b), undo=undo)
+    return self._smaller(lambda: self._run(*start), n, undo=undo)
 
 @patch
 def _run(self:BatchRunner, k, offset):
@@ -283,7 +324,7 @@ def _piece(self:BatchRunner, i, b, n, offset, size):
 def _window_starts(self:BatchRunner, k, offset):
     "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
     self.window_starts = False
-    if self.trials is not None: self.size = self.trials.window_starts(self.size)
+    if self.trials is not None: self._use(self.trials.window_starts(self.size))
     if not self.auto: return k
     del self.batches[:k]
     self.restart,self.undo = (0, offset),_snapshot(self.learn)
@@ -293,18 +334,18 @@ def _window_starts(self:BatchRunner, k, offset):
 def window_closed(self:BatchRunner, window):
     "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
     self.window_starts = True
-    if self.trials is not None: self.size = self.trials.window_closed(self.size, window)
-    if (self.trials is None or self.trials.chosen) and (self.auto or self.tune) and self.told != self.size: self._tell()
+    if self.trials is not None and not self.trials.chosen:
+        size = self.trials.window_closed(self.size, window)
+        self._use(size, 'the fastest of those tried' if self.trials.chosen else None)
+    if self.found is not None and self.told != self.size and (self.trials is None or self.trials.chosen): self._tell()
 
 @patch
 def window_dropped(self:BatchRunner): self.window_starts = True
 
 @patch
 def _tell(self:BatchRunner):
-    "Print the size in use, once (and again if it changes), and log it to W&B"
-    how = ['found by micro_batch_size="auto"'] if self.auto else []
-    if self.tune: how.append('the fastest of those tried')
-    print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(how)})')
+    "Print the size found, once (and again if it changes), and log it to W&B"
+    print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
     log_beside_step(self.learn, micro_bs=self.size)
     self.told = self.size
 
@@ -331,7 +372,8 @@ def _smaller(self:BatchRunner,
             if self.stateful is not None:   # a smaller piece would split the batch of a model that keeps state
                 raise stateful_error(self.stateful, n, current//2, 'inference' if size == 'infer_size' else
                                      'whole_batch_loss' if self.whole is not None else "micro_batch_size='auto'") from e
-            setattr(self, size, current//2)
+            if size == 'infer_size': self.infer_size = current//2
+            else: self._use(current//2, 'found by micro_batch_size="auto"')
             if self.trials is not None and size == 'size': self.trials.restart(self.size)
             if undo is not None: undo()
 
@@ -385,6 +427,8 @@ def _restore(self:BatchRunner):
 def _infer_forward(self:BatchRunner, xb):
     "The inference batch's forward in pieces of at most `infer_size` (halved on running out of memory, with `auto`)"
     n,model = find_bs(xb),self.learn.model
+    if self.count is not None:
+        check_layout(self.learn, self.count, (*xb, *self.learn.yb), n, min(self.infer_size or n, n))
     if self.stateful is not None and self.infer_size is not None and self.infer_size < n:
         raise stateful_error(self.stateful, n, self.infer_size, 'inference')
     def run():
@@ -448,13 +492,6 @@ def _tensors(x):
     if isinstance(x, dict): return [t for o in x.values() for t in _tensors(o)]
     return []
 
-def _with_tensors(x, new):
-    "`x` with its tensors replaced, in order, by those of the iterator `new`"
-    if isinstance(x, torch.Tensor): return next(new)
-    if isinstance(x, (tuple, list)): return type(x)(_with_tensors(o, new) for o in x)
-    if isinstance(x, dict): return {k: _with_tensors(o, new) for k,o in x.items()}
-    return x
-
 # %% ../nbs/43_runner.ipynb #b70a133b
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
@@ -469,11 +506,14 @@ class WholeBatchLoss:
     def forward(self, xb):
         "The whole batch's output, computed in pieces without a graph: its tensors are leaves for the loss's gradient"
         n = find_bs(xb)
+        runner = self.runner
+        if runner.count is not None:
+            check_layout(runner.learn, runner.count, (*xb, *runner.learn.yb), n, min(runner.size or n, n))
         return self.runner._smaller(lambda: self._first_pass(xb, n), n, agree=False)
 
     def _first_pass(self, xb, n):
         model,outs,self.chunks = self.runner.learn.model,[],[]
-        with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else _nothing()):
+        with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else nullcontext()):
             for start,k in pieces(n, self.runner.size):
                 self.chunks.append((start, k, _rng_state()))
                 outs.append(model(*slice_batch(xb, n, start, start+k)))
@@ -483,7 +523,8 @@ class WholeBatchLoss:
         # what was put together from the pieces is per sample; what was passed through once is the same in every piece
         self.per_sample = [len(outs) > 1 and t is not o for t,o in zip(tensors, _tensors(outs[0]))]
         self.leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
-        return _with_tensors(whole, iter(self.leaves))
+        leaves = iter(self.leaves)   # (fastai's `apply` walks an output in `_tensors`' order)
+        return apply(lambda o: next(leaves) if isinstance(o, torch.Tensor) else o, whole)
 
     def backward(self):
         "The loss's backward to the leaves, then each piece again with a graph, backpropagating its share"
@@ -498,9 +539,9 @@ class WholeBatchLoss:
                 _set_rng_state(state)   # the same dropout masks as the first pass
                 if self.batchnorm is not None: self.batchnorm.new_piece()
                 # under DDP, the pieces but the last keep their gradients local: the batch synchronizes once
-                hold = sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else _nothing()
+                hold = sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext()
                 with hold:
-                    with autocast if autocast is not None else _nothing():
+                    with autocast if autocast is not None else nullcontext():
                         outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
                     # a per-sample output takes its slice of the gradient; one the same for every piece, an equal share
                     pairs = [(o, g[start:start+k] if each else g/len(self.chunks))
@@ -514,7 +555,3 @@ class WholeBatchLoss:
             raise
         finally: _set_rng_state(self.after_first)
         self.leaves,self.chunks = None,[]
-
-class _nothing:
-    def __enter__(self): return self
-    def __exit__(self, *exc): return False

@@ -177,6 +177,8 @@ def _local_bytes(t)->int:
 def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
                )->dict:
     "Bytes this process holds of the model's parameters, their gradients (FSDP's held ones too) and optimizer state"
+    if not isinstance(learn, Learner):
+        raise ValueError(f'held_memory: `learn` must be a fastai Learner, got {learn!r}. Pass the Learner to measure.')
     from fastaccum.distributed import fsdp_root
     model = learn.model.module if hasattr(learn.model, 'module') else learn.model   # (the model inside DDP)
     params = list(model.parameters())
