@@ -77,7 +77,7 @@ class OptimizerTimescales:
         ratio:float, # The batch in use over the reference batch
         lr_factor:float=1., # What `lr_scale` multiplied the lr by
     )->dict:
-        "The values the step takes instead, by the rules above (only those that change)"
+        "β' = β**r (`mom`, `sqr_mom`); heavy ball's lr' = lr·(1-β')/(1-β); decoupled wd' = (1-(1-lr·wd)**r)/lr'"
         new,lr = {},hypers['lr']
         if self.mom:
             mom = new['mom'] = ema_in_samples(hypers['mom'], ratio)
@@ -87,9 +87,9 @@ class OptimizerTimescales:
             new['wd'] = decay_in_samples(hypers['lr']/lr_factor, hypers['wd'], ratio, lr)
         return new
 
-# %% ../nbs/17_timescales.ipynb #bcd6c620
+# %% ../nbs/17_timescales.ipynb #9b5d673a
 class KeepTimescales(Callback):
-    "At each step, `mom`, `sqr_mom` and decoupled `wd` put to the batch in use so their horizons in samples stay"
+    "Keep the horizons in samples of `mom`, `sqr_mom` (β' = β**(B/B₀)) and decoupled `wd` as the batch B changes"
     order = ParamScheduler.order-1   # after the Recorder and W&B read a step's values, before the schedulers set more
     def __init__(self,
         reference:int|None=None, # The batch the timescales are kept at (`None`: the fit's first window's)
@@ -172,8 +172,8 @@ class KeepTimescales(Callback):
         if self.ga is None: self._loaded = state
         else: self.in_fit_reference = state['reference']
 
-# %% ../nbs/17_timescales.ipynb #49f0780a
-class BatchSizeWarmup(Callback):
+# %% ../nbs/17_timescales.ipynb #b965c982
+class BatchSizeWarmup(Callback, WindowListener):
     "`accum_bs` grows with the measured critical batch: from the accumulation callback's, never down, to `max_bs`"
     order = ParamScheduler.order-2   # (its `before_train` after the accumulation callback's, which starts the fit)
     def __init__(self,
@@ -242,8 +242,9 @@ class BatchSizeWarmup(Callback):
             self.in_use,self.changed_at = new,ga.n_steps
         return self.in_use
 
-    def after_step(self):
-        if self.ga is not None: self.samples += self.ga.window.samples*self.ga.plan.world_size
+    def window_closed(self, window):
+        "The window stepped: its samples (all processes') are trained on"
+        if self.ga is not None: self.samples += window.samples*self.ga.plan.world_size
 
     def state_dict(self)->dict:
         "The batch in use, the step it was set at, the samples and the decisions; `in_fit`: taken inside a fit"
