@@ -186,7 +186,7 @@ class BatchSizeWarmup(Callback, WindowListener):
         if grow not in ('double', 'suggestion'):
             raise ValueError(f"`grow` must be 'double' or 'suggestion', got {grow!r}. Pass grow='double'.")
         store_attr()
-        self.ga,self.noise,self._loaded = None,None,None
+        self.ga,self.noise,self._loaded,self.noise_history = None,None,None,[]
         self._take(dict(in_use=None, changed_at=0, samples=0, history=[]))
 
     learn,__setattr__ = Attached(),object.__setattr__   # (leaving the Learner calls `_release`)
@@ -207,6 +207,7 @@ class BatchSizeWarmup(Callback, WindowListener):
         loaded,self._loaded = self._loaded,None
         self._take(loaded or dict(in_use=ga.in_use, changed_at=0, samples=0, history=[]))
         ga.policy,self.ga,self.noise = self,ga,noise   # (the fit's policy: `size` at each window's start)
+        self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
 
     def _partners(self, learn)->tuple:
         "The accumulation callback and the noise scale it follows, refused where they cannot work with it"
@@ -269,12 +270,11 @@ def plot_warmup(self:BatchSizeWarmup,
 ):
     "The smoothed noise scale and the batch in use at each optimizer step, each decision marked"
     import matplotlib.pyplot as plt
-    history = self.noise.history if self.noise is not None else getattr(self, '_noise_history', None)
-    if not self.history and not history: raise ValueError('No fit recorded yet: plot_warmup plots the last fit.')
+    history = self.noise_history
+    if not history: raise ValueError('No fit recorded yet: plot_warmup plots the last fit.')
     if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
-    if history:
-        ax.plot([h['b_simple'] for h in history], label='B_simple (smoothed)')
-        ax.step(range(len(history)), [h['accum_bs'] for h in history], where='post', label='accum_bs in use')
+    ax.plot([h['b_simple'] for h in history], label='B_simple (smoothed)')
+    ax.step(range(len(history)), [h['accum_bs'] for h in history], where='post', label='accum_bs in use')
     ax.scatter([h['step'] for h in self.history], [h['accum_bs'] for h in self.history], color='k', zorder=3,
                label='warm-up decision')
     ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.set_yscale('log'); ax.legend()
