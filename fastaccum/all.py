@@ -8,7 +8,7 @@ Docs: https://fastaccum.github.io/fastaccum/internals/all.html.md"""
 __all__ = []
 
 # %% ../nbs/internals/all.ipynb #a55fe496
-from . import window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint, sharded
+from . import window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint, sharded, timescales
 from .window import *
 from .plan import *
 from .parts import *
@@ -19,7 +19,8 @@ from .noise import *
 from .batchnorm import *
 from .checkpoint import *
 from .sharded import *
+from .timescales import *
 
 # nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
-_modules = (window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint, sharded)
+_modules = (window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint, sharded, timescales)
 __all__ = [n for m in _modules for n in m.__all__]
