@@ -10,7 +10,7 @@ import os, sys, warnings
 import fastai, torch
 from torch.nn.parallel import DistributedDataParallel
 from packaging.version import Version
-from .checks import check_choice
+from .checks import check_choice, private
 
 # %% auto #0
 __all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'no_sync_model', 'fsdp_root',
@@ -54,12 +54,13 @@ def all_reduce_gradients(params:list, # Parameters whose gradients to average (t
                         ):
     "Average the gradients of `params` over the processes, in flat buckets, as DDP's backward does, but after it"
     grads,bucket,size = [p.grad for p in params if p.grad is not None],[],0
+    flatten,unflatten = (private(torch._utils, f'_{n}_dense_tensors') for n in ('flatten', 'unflatten'))
     for g in grads + [None]:
         if bucket and (g is None or size + g.numel() > bucket_size):
-            flat = torch._utils._flatten_dense_tensors(bucket)
+            flat = flatten(bucket)
             torch.distributed.all_reduce(flat)
             flat /= world_size
-            for g_,synced in zip(bucket, torch._utils._unflatten_dense_tensors(flat, bucket)): g_.copy_(synced)
+            for g_,synced in zip(bucket, unflatten(flat, bucket)): g_.copy_(synced)
             bucket,size = [],0
         if g is not None: bucket.append(g); size += g.numel()
 
@@ -109,7 +110,7 @@ def _fsdp_params(model):
     "FSDP's records of `model`'s sharded parameters (PyTorch's internals: `FSDPParam`), group by group"
     from torch.distributed.fsdp import FSDPModule
     return [p for m in model.modules() if isinstance(m, FSDPModule)
-            for group in m._get_fsdp_state()._fsdp_param_groups for p in group.fsdp_params]
+            for group in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups') for p in group.fsdp_params]
 
 def fsdp_held_gradients(model, # A model sharded with `fully_shard`
                        )->list:
@@ -238,7 +239,7 @@ def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai
     "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for these loaders, so that gloo works"
     if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
     for dl in dls.loaders:
-        if type(dl).__name__ == 'DistributedDL': dl._broadcast = _cpu_broadcast
+        if type(dl).__name__ == 'DistributedDL' and private(dl, '_broadcast'): dl._broadcast = _cpu_broadcast
 
 # %% ../nbs/21_distributed.ipynb #62a01879
 _STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai: its training loop steps '
