@@ -13,7 +13,7 @@ the dry run, without CUDA, counts the host reads of tensors instead (`.item`, `.
 `format`), as tests/host_syncs does.
 """
 from __future__ import annotations
-import argparse, gc, math, os, platform, shlex, statistics, subprocess, sys, tempfile, time, warnings
+import argparse, gc, math, platform, statistics, subprocess, sys, tempfile, time, traceback, warnings
 from copy import deepcopy
 from functools import partial
 from pathlib import Path
@@ -27,6 +27,7 @@ from fastaccum.all import GradientAccumulation, GradientNoiseScale, TrainingChec
 from fastaccum.testing import rel_diff
 
 CUDA = torch.cuda.is_available()
+BUDGET = 330   # seconds: a section that would start later is left out (the report says so)
 DEV = torch.device('cuda' if CUDA else 'cpu')
 
 # sizes: a GPU's, and the dry run's (tiny: the CPU, in seconds)
@@ -164,10 +165,12 @@ def overflow(s):
     k = 2*s['amp_micro']   # windows of 2 micro-batches; the inf after the first micro-batch of the second window
     learn = train(learner(model, x, y, s['amp_micro'], [GradientAccumulation(k), amp('fp16'), Overflow(2),
                                                         WindowSteps(), Calls()]))
-    rows = [[i, 'yes' if stepped else 'skipped', f'{scale:g}'] for i,(stepped,scale) in enumerate(learn.window_steps.windows)]
+    rows = [[i, 'yes' if stepped else 'skipped', f'{scale:g}']
+            for i,(stepped,scale) in enumerate(learn.window_steps.windows)]
     c = learn.calls.counts
     return ('An overflow in the middle of a window (fp16)',
-            f'Windows of 2 micro-batches of {s["amp_micro"]}; an inf in a gradient after window 1\'s first micro-batch. '
+            f'Windows of 2 micro-batches of {s["amp_micro"]}; an inf in a gradient after window 1\'s first '
+            'micro-batch. '
             f'Scaler calls over the fit: unscale_ {c["unscale_"]}, step {c["step"]}, update {c["update"]}.',
             ['window', 'stepped', 'loss scale after it'], rows)
 
@@ -247,8 +250,8 @@ def host_syncs(s):
         'fastaccum, a loader batch split in 4': L([GradientAccumulation(4*m, micro_batch_size=m)], 4*m),
         'fastaccum, GradCache (whole_batch_loss)': L([GradientAccumulation(8*m, micro_batch_size=m,
                                                                            whole_batch_loss=True)], 2*m),
-        "fastaccum, BatchNorm 'window'": lambda extra: learner(bn, bx, by, m, [GradientAccumulation(4*m, warn_batchnorm=False)] + extra,
-                                                             loss_func=F.cross_entropy),
+        "fastaccum, BatchNorm 'window'": lambda extra: learner(
+            bn, bx, by, m, [GradientAccumulation(4*m, warn_batchnorm=False)] + extra, loss_func=F.cross_entropy),
         'fastaccum, count_items (a tensor)': L([GradientAccumulation(4*m, count_items=count)]),
         'fastaccum and the noise scale': L([GradientAccumulation(4*m), GradientNoiseScale()]),
         'fastaccum, a checkpoint every 2 steps': L([GradientAccumulation(4*m), TrainingCheckpoint(every_steps=2)]),
@@ -375,8 +378,9 @@ def batchnorm(s):
     # one BatchNorm layer: a second one's input would depend on how the first normalized (a micro-batch, the window)
     model = nn.Sequential(nn.Linear(w, w), nn.BatchNorm1d(w), nn.ReLU(), nn.Linear(w, w), nn.ReLU(), nn.Linear(w, 8))
     def make(cbs, bs=m): return learner(model, x, y, bs, cbs, loss_func=F.cross_entropy, lr=0.)   # (weights held)
-    def stats(learn): return torch.cat([b.flatten() for mod in learn.model.modules()
-                                        if isinstance(mod, nn.BatchNorm1d) for b in (mod.running_mean, mod.running_var)])
+    def stats(learn):
+        bns = [mod for mod in learn.model.modules() if isinstance(mod, nn.BatchNorm1d)]
+        return torch.cat([b.flatten() for mod in bns for b in (mod.running_mean, mod.running_var)])
     big = stats(train(make([], 4*m)))
     ga = lambda mode: [GradientAccumulation(4*m, batchnorm=mode, warn_batchnorm=False)]
     dist = {mode: ((stats(train(make(ga(mode)))) - big).norm()/big.norm()).item() for mode in ('window', 'micro')}
@@ -384,9 +388,10 @@ def batchnorm(s):
     rows = [r + [f'{dist[r[0].strip(chr(39))]:.2e}'] for r in _rate_rows(rates, "'micro'")]
     free()
     return ("BatchNorm 'window' against 'micro'", f'An MLP with a BatchNorm layer (width {w}), 4 micro-batches of '
-            f'{m} a step: samples/s, and the running statistics\' distance from the large batch\'s after an epoch (lr=0: '
-            'the same weights throughout, so that only the statistics differ).',
-            ['batchnorm', 'samples/s (median)', 'quartiles', "/ 'micro'", 'running statistics vs the large batch'], rows)
+            f'{m} a step: samples/s, and the running statistics\' distance from the large batch\'s after an epoch '
+            '(lr=0: the same weights throughout, so that only the statistics differ).',
+            ['batchnorm', 'samples/s (median)', 'quartiles', "/ 'micro'", 'running statistics vs the large batch'],
+            rows)
 
 
 # -- micro_batch_size='auto' against an out-of-memory
@@ -454,18 +459,24 @@ def main(argv=None):
                             Path(__file__).resolve().parents[1]/'nbs'/'bench'/'gpu.md'))
     command = ' '.join(['python', 'bench/gpu.py'] + (['--dry-run'] if args.dry_run else []))
     torch.manual_seed(0)
-    parts,t0 = [header(command, args.dry_run)],time.perf_counter()
-    memory,per_sample = None,None
-    for section in (mixed_precision, overflow, host_syncs, 'memory', throughput, gradcache, batchnorm, 'auto'):
+    parts,t0,failed,per_sample = [header(command, args.dry_run)],time.perf_counter(),[],None
+    for name in ('mixed_precision', 'overflow', 'host_syncs', 'peak_memory', 'throughput', 'gradcache', 'batchnorm',
+                 'auto_size'):
         start = time.perf_counter()
-        if section == 'memory': got,per_sample = peak_memory(s)
-        elif section == 'auto': got = auto_size(s, per_sample)
-        else: got = section(s)
-        parts.append(table(*got))
+        if start - t0 > BUDGET:   # (the sizes keep it well inside; a slow machine gets a report of what it ran)
+            parts.append(f'## {name}\n\nnot run: {BUDGET} s had passed.'); failed.append(name); continue
+        try:
+            if name == 'peak_memory': got,per_sample = peak_memory(s)
+            else: got = auto_size(s, per_sample) if name == 'auto_size' else globals()[name](s)
+            parts.append(table(*got))
+        except Exception as e:   # the other sections still run: a GPU's time is not spent for nothing
+            traceback.print_exc(); failed.append(name)
+            parts.append(f'## {name}\n\nfailed: {type(e).__name__}: {e}')
         print(parts[-1] + f'\n\n({time.perf_counter()-start:.1f} s)\n', flush=True)
     parts.append(f'Total: {time.perf_counter()-t0:.0f} s.')
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text('\n\n'.join(parts) + '\n')
     print(f'written: {out}')
+    if failed: sys.exit(f'sections not measured: {", ".join(failed)}')
 
 if __name__ == '__main__': main()
