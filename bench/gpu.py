@@ -90,9 +90,9 @@ class CPUMixedPrecision(MixedPrecision):
         super().before_fit()
         fp16 = self.amp_mode == AMPMode.FP16
         self.autocast = torch.autocast('cpu', dtype=torch.float16 if fp16 else torch.bfloat16)
-        self.learn.scaler = torch.amp.GradScaler('cpu', enabled=fp16)
+        self.learn.scaler = torch.amp.GradScaler('cpu', **self.kwargs)   # (`enabled`: fp16's, set above)
 
-def amp(mode): return (MixedPrecision if CUDA else CPUMixedPrecision)(amp_mode=mode)
+def amp(mode, **kwargs): return (MixedPrecision if CUDA else CPUMixedPrecision)(amp_mode=mode, **kwargs)
 
 class Calls(Callback):
     "Count the loss scaler's `unscale_`, `step`, `update` and the optimizer's steps of a fit (wrapped once it trains)"
@@ -104,10 +104,6 @@ class Calls(Callback):
         for name in ('unscale_', 'step', 'update'):
             if scaler is not None: setattr(scaler, name, self._count(name, getattr(scaler, name)))
         self.learn.opt.step = self._count('opt_step', self.learn.opt.step)
-        self.scales = []
-    def after_batch(self):
-        scaler = getattr(self.learn, 'scaler', None)
-        if self.training and scaler is not None and scaler.is_enabled(): self.scales.append(scaler.get_scale())
     def _count(self, name, f):
         def counted(*args, **kwargs):
             self.counts[name] += 1
@@ -162,8 +158,10 @@ def overflow(s):
     "fp16: an inf gradient in the middle of a window skips that window, halves the scale once, the next windows step"
     x,y = tokens(8*s['amp_micro'], s)
     model = TinyTransformer(s['vocab'], s['amp_d'], s['amp_layers'], s['seq'])
-    k = 2*s['amp_micro']   # windows of 2 micro-batches; the inf after the first micro-batch of the second window
-    learn = train(learner(model, x, y, s['amp_micro'], [GradientAccumulation(k), amp('fp16'), Overflow(2),
+    # windows of 2 micro-batches; the inf after the first micro-batch of the second window. A loss scale of 2**10 to
+    # start: fastai's 2**16 may overflow on its own in a first step, in fp16, and the window skipped would not be ours
+    k = 2*s['amp_micro']
+    learn = train(learner(model, x, y, s['amp_micro'], [GradientAccumulation(k), amp('fp16', init_scale=2.**10), Overflow(2),
                                                         WindowSteps(), Calls()]))
     rows = [[i, 'yes' if stepped else 'skipped', f'{scale:g}']
             for i,(stepped,scale) in enumerate(learn.window_steps.windows)]
