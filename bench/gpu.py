@@ -67,7 +67,8 @@ def loaders(x, y, bs, non_blocking=False):
     move = dict(pin_memory=CUDA, after_batch=NonBlocking(DEV)) if non_blocking else {}
     def make(n): return DataLoader(list(range(n)), bs=bs, shuffle=False, **move,
                                    create_batch=lambda idx: (x[torch.as_tensor(idx)], y[torch.as_tensor(idx)]))
-    return DataLoaders(make(len(x)), make(min(len(x), bs)), device=None if non_blocking else DEV)
+    # a small validation set: what is measured is training (a validation batch of the large batch is no measure)
+    return DataLoaders(make(len(x)), make(min(len(x), bs, 64)), device=None if non_blocking else DEV)
 
 def learner(model, x, y, bs, cbs=(), loss_func=token_loss, non_blocking=False, lr=1e-3, **kwargs):
     learn = Learner(loaders(x, y, bs, non_blocking), deepcopy(model).to(DEV), loss_func=loss_func, lr=lr,

@@ -64,13 +64,6 @@ def all_reduce_gradients(params:list, # Parameters whose gradients to average (t
             bucket,size = [],0
         if g is not None: bucket.append(g); size += g.numel()
 
-# %% ../nbs/21_distributed.ipynb #4f512591
-def all_reduce_sum(value, # A number this process holds
-                   device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
-                  )->float:
-    "The sum of `value` over all processes"
-    return all_reduce_sums([value], device)[0]
-
 # %% ../nbs/21_distributed.ipynb #1a75f669
 def no_sync_model(model, # The Learner's model
                  ):
@@ -210,7 +203,7 @@ class WindowSync:
             out_of_memory:bool=False, # With `manual`: this process ran out of memory in the window
            ):
         "The sum of `value` over the processes; with `manual`, each also says if it ran out of memory (one all-reduce)"
-        if not self.manual: return all_reduce_sum(value, device)
+        if not self.manual: return all_reduce_sums([value], device)[0]
         total,failed = all_reduce_sums([value, float(out_of_memory)], device)
         if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
         return total
