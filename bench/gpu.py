@@ -194,6 +194,7 @@ class HostReads:
 
 class CudaSyncs:
     "Count CUDA's synchronizing calls: `set_sync_debug_mode('warn')` warns at each"
+    def __init__(self): self.log = []   # (read outside the context too: nothing counted there)
     def __enter__(self):
         self.caught = warnings.catch_warnings(record=True)
         self.log = self.caught.__enter__()
