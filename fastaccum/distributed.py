@@ -102,15 +102,16 @@ def fsdp_reduce(model, # A model, sharded or not
 def _fsdp_params(model):
     "FSDP's records of `model`'s sharded parameters (PyTorch's internals: `FSDPParam`), group by group"
     from torch.distributed.fsdp import FSDPModule
-    return [p for m in model.modules() if isinstance(m, FSDPModule)
-            for group in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups') for p in group.fsdp_params]
+    groups = [g for m in model.modules() if isinstance(m, FSDPModule)
+              for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups')]
+    return [p for g in groups for p in private(g, 'fsdp_params')]
 
 def fsdp_held_gradients(model, # A model sharded with `fully_shard`
                        )->list:
     "The unsharded gradients FSDP holds between backwards while its gradient synchronisation is off (a window's so far)"
     out = []
     for p in _fsdp_params(model):
-        held = p.unsharded_accumulated_grad   # (kept in the reduction's dtype under a mixed-precision policy)
+        held = private(p, 'unsharded_accumulated_grad')   # (in the reduction's dtype under a mixed-precision policy)
         if held is None and hasattr(p, '_unsharded_param'): held = p._unsharded_param.grad
         if held is not None: out.append(held)
     return out
@@ -195,7 +196,7 @@ class WindowSync:
         "Let go of a window's gradient held outside the parameters' `.grad` (FSDP's, once per window): it is dropped"
         if not self.per_window: return
         for p in _fsdp_params(self.sharded):
-            p.unsharded_accumulated_grad = None
+            if private(p, 'unsharded_accumulated_grad') is not None: p.unsharded_accumulated_grad = None
             if hasattr(p, '_unsharded_param'): p._unsharded_param.grad = None
 
     def sum(self, value, # A number this process holds (a count)
