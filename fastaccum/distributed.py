@@ -13,9 +13,9 @@ from packaging.version import Version
 from .checks import check_choice, private
 
 # %% auto #0
-__all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'no_sync_model', 'fsdp_root',
-           'set_fsdp_reduce', 'fsdp_reduce', 'fsdp_held_gradients', 'fsdp_unsharded_params', 'OutOfMemoryElsewhere',
-           'WindowSync', 'fix_distributed_dl_broadcast', 'check_distrib_ctx']
+__all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'bare_model', 'no_sync_model',
+           'fsdp_root', 'set_fsdp_reduce', 'fsdp_reduce', 'fsdp_held_gradients', 'fsdp_unsharded_params',
+           'OutOfMemoryElsewhere', 'WindowSync', 'fix_distributed_dl_broadcast', 'check_distrib_ctx']
 
 # %% ../nbs/21_distributed.ipynb #13c31a58
 def _fsdp_imported():
@@ -65,6 +65,11 @@ def all_reduce_gradients(params:list, # Parameters whose gradients to average (t
         if g is not None: bucket.append(g); size += g.numel()
 
 # %% ../nbs/21_distributed.ipynb #1a75f669
+def bare_model(model, # A model, under DDP or not
+              ):
+    "`model` without DDP's wrapper: the module DDP wraps, else `model` itself"
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
 def no_sync_model(model, # The Learner's model
                  ):
     "The model whose `no_sync()` lets a window's backwards skip the all-reduce: a DDP model (not FSDP), else `None`"
