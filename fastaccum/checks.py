@@ -6,12 +6,12 @@ Docs: https://fastaccum.github.io/fastaccum/internals/checks.html.md"""
 
 # %% ../nbs/internals/checks.ipynb #ede9a1fd
 from __future__ import annotations
-import math, numbers, os
+import math, numbers, os, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['check_positive_int', 'check_bool', 'check_positive', 'check_optional_int', 'check_choice', 'check_count',
-           'check_path']
+__all__ = ['SUPPORTED', 'check_positive_int', 'check_bool', 'check_positive', 'check_optional_int', 'check_choice', 'check_count',
+           'check_path', 'private']
 
 # %% ../nbs/internals/checks.ipynb #0db0dbb2
 def check_positive_int(
@@ -96,3 +96,20 @@ def check_path(
         raise ValueError(f'`{name}` must be a file ({what}), got the folder {str(path)!r}. Pass a file in it, or '
                          'another name.')
     return path
+
+# %% ../nbs/internals/checks.ipynb #d2a9feb9
+SUPPORTED = {'torch': '>=2.13', 'fastai': '>=2.8.12,<2.9'}   # what pyproject.toml declares (tested in step with it)
+
+def private(
+    obj, # What holds the attribute: a PyTorch or fastai object, class or module
+    name:str, # The attribute's name (private: PyTorch or fastai may drop or rename it in any release)
+):
+    "`obj.name`; if it is gone, a `RuntimeError` naming it, the versions installed and those fastaccum supports"
+    try: return getattr(obj, name)
+    except AttributeError: pass
+    owner = obj.__name__ if isinstance(obj, type) or type(obj).__name__ == 'module' else type(obj).__name__
+    got = ', '.join(f'{n} {getattr(sys.modules.get(n), "__version__", "(not imported)")}' for n in SUPPORTED)
+    wanted = ' and '.join(f'{n}{v}' for n,v in SUPPORTED.items())
+    raise RuntimeError(f'fastaccum reads `{owner}.{name}`, an internal of PyTorch or fastai that this install ({got}) '
+                       f'does not have. fastaccum supports {wanted}: install those (pip install '
+                       f'{" ".join(repr(n + v) for n,v in SUPPORTED.items())}), or report the versions in an issue.')

@@ -10,12 +10,12 @@ import os, sys, warnings
 import fastai, torch
 from torch.nn.parallel import DistributedDataParallel
 from packaging.version import Version
-from .checks import check_choice
+from .checks import check_choice, private
 
 # %% auto #0
-__all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'no_sync_model', 'fsdp_root',
-           'set_fsdp_reduce', 'fsdp_reduce', 'fsdp_held_gradients', 'fsdp_unsharded_params', 'OutOfMemoryElsewhere',
-           'WindowSync', 'fix_distributed_dl_broadcast', 'check_distrib_ctx']
+__all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'bare_model', 'no_sync_model',
+           'fsdp_root', 'set_fsdp_reduce', 'fsdp_reduce', 'fsdp_held_gradients', 'fsdp_unsharded_params',
+           'OutOfMemoryElsewhere', 'WindowSync', 'fix_distributed_dl_broadcast', 'check_distrib_ctx']
 
 # %% ../nbs/21_distributed.ipynb #13c31a58
 def _fsdp_imported():
@@ -54,23 +54,22 @@ def all_reduce_gradients(params:list, # Parameters whose gradients to average (t
                         ):
     "Average the gradients of `params` over the processes, in flat buckets, as DDP's backward does, but after it"
     grads,bucket,size = [p.grad for p in params if p.grad is not None],[],0
+    flatten,unflatten = (private(torch._utils, f'_{n}_dense_tensors') for n in ('flatten', 'unflatten'))
     for g in grads + [None]:
         if bucket and (g is None or size + g.numel() > bucket_size):
-            flat = torch._utils._flatten_dense_tensors(bucket)
+            flat = flatten(bucket)
             torch.distributed.all_reduce(flat)
             flat /= world_size
-            for g_,synced in zip(bucket, torch._utils._unflatten_dense_tensors(flat, bucket)): g_.copy_(synced)
+            for g_,synced in zip(bucket, unflatten(flat, bucket)): g_.copy_(synced)
             bucket,size = [],0
         if g is not None: bucket.append(g); size += g.numel()
 
-# %% ../nbs/21_distributed.ipynb #4f512591
-def all_reduce_sum(value, # A number this process holds
-                   device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
-                  )->float:
-    "The sum of `value` over all processes"
-    return all_reduce_sums([value], device)[0]
-
 # %% ../nbs/21_distributed.ipynb #1a75f669
+def bare_model(model, # A model, under DDP or not
+              ):
+    "`model` without DDP's wrapper: the module DDP wraps, else `model` itself"
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
 def no_sync_model(model, # The Learner's model
                  ):
     "The model whose `no_sync()` lets a window's backwards skip the all-reduce: a DDP model (not FSDP), else `None`"
@@ -108,15 +107,16 @@ def fsdp_reduce(model, # A model, sharded or not
 def _fsdp_params(model):
     "FSDP's records of `model`'s sharded parameters (PyTorch's internals: `FSDPParam`), group by group"
     from torch.distributed.fsdp import FSDPModule
-    return [p for m in model.modules() if isinstance(m, FSDPModule)
-            for group in m._get_fsdp_state()._fsdp_param_groups for p in group.fsdp_params]
+    groups = [g for m in model.modules() if isinstance(m, FSDPModule)
+              for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups')]
+    return [p for g in groups for p in private(g, 'fsdp_params')]
 
 def fsdp_held_gradients(model, # A model sharded with `fully_shard`
                        )->list:
     "The unsharded gradients FSDP holds between backwards while its gradient synchronisation is off (a window's so far)"
     out = []
     for p in _fsdp_params(model):
-        held = p.unsharded_accumulated_grad   # (kept in the reduction's dtype under a mixed-precision policy)
+        held = private(p, 'unsharded_accumulated_grad')   # (in the reduction's dtype under a mixed-precision policy)
         if held is None and hasattr(p, '_unsharded_param'): held = p._unsharded_param.grad
         if held is not None: out.append(held)
     return out
@@ -201,7 +201,7 @@ class WindowSync:
         "Let go of a window's gradient held outside the parameters' `.grad` (FSDP's, once per window): it is dropped"
         if not self.per_window: return
         for p in _fsdp_params(self.sharded):
-            p.unsharded_accumulated_grad = None
+            if private(p, 'unsharded_accumulated_grad') is not None: p.unsharded_accumulated_grad = None
             if hasattr(p, '_unsharded_param'): p._unsharded_param.grad = None
 
     def sum(self, value, # A number this process holds (a count)
@@ -209,7 +209,7 @@ class WindowSync:
             out_of_memory:bool=False, # With `manual`: this process ran out of memory in the window
            ):
         "The sum of `value` over the processes; with `manual`, each also says if it ran out of memory (one all-reduce)"
-        if not self.manual: return all_reduce_sum(value, device)
+        if not self.manual: return all_reduce_sums([value], device)[0]
         total,failed = all_reduce_sums([value, float(out_of_memory)], device)
         if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
         return total
@@ -238,7 +238,7 @@ def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai
     "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for these loaders, so that gloo works"
     if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
     for dl in dls.loaders:
-        if type(dl).__name__ == 'DistributedDL': dl._broadcast = _cpu_broadcast
+        if type(dl).__name__ == 'DistributedDL' and private(dl, '_broadcast'): dl._broadcast = _cpu_broadcast
 
 # %% ../nbs/21_distributed.ipynb #62a01879
 _STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai: its training loop steps '

@@ -73,9 +73,10 @@ def reference_fit_windows(
     mis_weight:bool=False, # Weigh the first window as if it held one sample more (to show tests can see it)
 )->nn.Module:
     "Take one `torch.optim.SGD` step per window, on the mean loss of exactly the window's samples as one batch"
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=mom)
+    device = next(model.parameters()).device   # the model's device, wherever the samples are (a GPU's, under fastai)
+    x,y,opt = x.to(device),y.to(device),torch.optim.SGD(model.parameters(), lr=lr, momentum=mom)
     for k,idx in enumerate(windows):
-        idx = torch.as_tensor(idx, dtype=torch.long)
+        idx = torch.as_tensor(idx, dtype=torch.long, device=device)
         opt.zero_grad()
         loss = loss_func(model(x[idx]), y[idx])
         if mis_weight and k == 0: loss = loss*len(idx)/(len(idx)+1)
@@ -116,8 +117,9 @@ def test_close_each(a, # A sequence of numbers
 def rel_diff(a:nn.Module, # A model
              b:nn.Module, # A model of the same shape, the reference
             )->float:
-    "Relative distance between the weights of two models of the same shape, `|a-b|/|b|`"
+    "Relative distance between the weights of two models of the same shape, `|a-b|/|b|` (on `a`'s device)"
     va,vb = [torch.cat([p.detach().flatten().double() for p in m.parameters()]) for m in (a,b)]
+    vb = vb.to(va.device)   # a reference may have trained on another device than the Learner's model
     return ((va-vb).norm()/vb.norm()).item()
 
 # %% ../nbs/internals/testing.ipynb #2b9ec39e
