@@ -76,6 +76,7 @@ def cell(c, pages, vision_kernel):
     tags = [t for k, v in [('echo', 'remove-input'), ('output', 'remove-output'), ('include', 'remove-cell')]
             for t in [v] if d.get(k) == 'false'] + ['remove-cell'] * bool(HIDDEN & d.keys())
     if 'vision' in d: tags.append('vision')
+    if c['source'].startswith('show_doc('): tags.append('show-doc')   # its output is documentation, its code hidden
     not_run = [tag for flag, tag in NOT_RUN.items() if flag in d and not (flag == 'vision' and vision_kernel)]
     if d.get('eval') == 'false': not_run.append('not-run')
     if not_run: tags += ['skip-execution', *not_run]
