@@ -74,7 +74,8 @@ def examples(staged):
     nb = json.loads(staged.read_text())
     run = [c for c in nb['cells'] if c['cell_type'] == 'code' and 'skip-execution' not in c['metadata'].get('tags', [])]
     shown = [''.join(c['source']).strip() for c in run if not HIDDEN_TAGS & set(c['metadata'].get('tags', []))]
-    vision = any('vision' in c['metadata'].get('tags', []) for c in run if not HIDDEN_TAGS & set(c['metadata'].get('tags', [])))
+    vision = any('vision' in c['metadata'].get('tags', []) for c in run
+                 if not HIDDEN_TAGS & set(c['metadata'].get('tags', [])))
     first = [''.join(c['source']).strip() for c in run[:len(shown)]]
     return shown, ('fastaccum-vision' if vision else 'python3'), first == shown
 
@@ -96,7 +97,8 @@ def not_on_site():
     sys.path.insert(0, str(root/'docs'))
     from pages import sidebar
     cfg, shown = get_config(), {root/'nbs'/nb for _, nb in sidebar()}
-    return [f.absolute() for f in sorted(nbglob(cfg.nbs_path, as_path=True)) if _keep_file(f, '.notest') and f.absolute() not in shown]
+    return [f.absolute() for f in sorted(nbglob(cfg.nbs_path, as_path=True))
+            if _keep_file(f, '.notest') and f.absolute() not in shown]
 
 
 def load(path, empty):
@@ -131,7 +133,8 @@ def main(cache_path, tests):
         else: report(f'PASS  {notebook_of.get(name, name)} (cached: unchanged since its page ran)', True)
         if shown and not first and key not in ex_passed:
             jobs.append((f'examples of {name}.html', ('examples', key), run_examples, (shown, kernel, root/'_pages')))
-        elif shown and not first: report(f'PASS  examples of {name}.html ({len(shown)} cells; cached: they ran as shown)', True)
+        elif shown and not first:
+            report(f'PASS  examples of {name}.html ({len(shown)} cells; cached: they ran as shown)', True)
         if first and shown and uri not in todo_pages: ex_passed.add(key)
     if tests:
         for nb in not_on_site():
@@ -171,13 +174,15 @@ def main(cache_path, tests):
                 if kind == 'examples' and ok: ex_passed.add(key)
                 if kind == 'notebook' and ok: nb_passed.add(key)
                 if kind == 'page' and ok and key in page_first: ex_passed.add(page_first[key])
-                what = {'page': ': its page, hidden tests included', 'examples': ': the visible cells, in a fresh kernel'}.get(kind, '')
+                what = {'page': ': its page, hidden tests included',
+                        'examples': ': the visible cells, in a fresh kernel'}.get(kind, '')
                 report(f'{"PASS" if ok else "FAIL"}  {name} ({secs:.0f} s{what})', ok, detail)
                 if queue: submit()
     stop.set()
     ex_record.write_text(json.dumps(sorted(ex_passed))); nb_record.write_text(json.dumps(sorted(nb_passed)))
     DURATIONS.parent.mkdir(exist_ok=True); DURATIONS.write_text(json.dumps(durations, indent=1, sort_keys=True))
-    print(f'ran {len(jobs)} jobs in {time.time() - t0:.0f} s: {results.count(True)} passed, {results.count(False)} failed', flush=True)
+    print(f'ran {len(jobs)} jobs in {time.time() - t0:.0f} s: {results.count(True)} passed, '
+          f'{results.count(False)} failed', flush=True)
     return all(results)
 
 

@@ -29,7 +29,8 @@ CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
 ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync',
         '--no-first-run']
 OUTPUT_TEXT = [(r'Traceback \(most recent call last\)|^\w+(Error|Exception): ', 'a traceback'), (r'\w+Warning: ', 'a warning'),
-               (r'█|\d+\.\d+% \[\d+/\d+\]|Epoch \d+/\d+ :|\|-{5,}', 'a progress frame')]
+               (r'█|\d+\.\d+% \[\d+/\d+\]|Epoch \d+/\d+ :|\|-{5,}', 'a progress frame'),
+               (r'\b[A-Z]\w*\s*\(\s*\*args,\s*\*\*kwargs\s*\)', 'a class documented as `*args, **kwargs`')]   # show_doc's signature
 PAGE_TEXT = [(rf'{re.escape(str(root))}|/tmp/|/home/\w|/root/|/Users/\w|site-packages', 'a machine path'),
              (r'\bat 0x[0-9a-fA-F]{6,}', 'a memory address'),
              (r'\{target=|\]\((?:https?:|[\w./-]+\.(?:html|ipynb))', 'markup left as text'),   # a link or Quarto's attributes
@@ -38,8 +39,7 @@ PAGE_TEXT = [(rf'{re.escape(str(root))}|/tmp/|/home/\w|/root/|/Users/\w|site-pac
               'a note that something has not run yet'),
              (r"\b(?:this|the) notebook['’]?s (?:own )?tests?\b|\bhelpers? (?:of|for) (?:the|this|these) (?:\w+ )?tests\b|\bhidden (?:test )?cells?\b",
               "wording about the notebook's tests"),
-             (r'✗|❌|\btargets? (?:was |were |is |are )?(?:missed|not met)\b', 'a target shown as missed'),
-             (r'\b[A-Z]\w*\s*\(\s*\*args,\s*\*\*kwargs\s*\)', 'a class documented as `*args, **kwargs`')]
+             (r'✗|❌|\btargets? (?:was |were |is |are )?(?:missed|not met)\b', 'a target shown as missed')]
 TARGET = re.compile(r'(-?\d+(?:\.\d+)?)\s*[x×%]?\s*\((?:target|goal)\s*(<=|>=|<|>|≤|≥|=)\s*(-?\d+(?:\.\d+)?)[x×%]?\)')
 MEETS = {'<=': float.__le__, '≤': float.__le__, '<': float.__lt__, '>=': float.__ge__, '≥': float.__ge__, '>': float.__gt__,
          '=': float.__eq__}

@@ -13,9 +13,11 @@ FORMATS = {'max_weight_diff': '{:.1e}', 'valid_loss': '{:.4f}', 'accuracy': '{:.
 
 def table_png(table, out):
     "`table` drawn as a PNG, formatted as the home page prints it"
-    cells = [[FORMATS.get(c, '{}').format(v) for c, v in row.items()] for row in table.astype(object).to_dict('records')]
+    rows = table.astype(object).to_dict('records')   # ints stay ints
+    cells = [[FORMATS.get(c, '{}').format(v) for c, v in row.items()] for row in rows]
     fig, ax = plt.subplots(figsize=(10, 1.1)); ax.axis('off')
-    t = ax.table(cellText=cells, rowLabels=list(table.index), colLabels=list(table.columns), loc='center', cellLoc='right')
+    t = ax.table(cellText=cells, rowLabels=list(table.index), colLabels=list(table.columns), loc='center',
+                 cellLoc='right')
     t.auto_set_font_size(False); t.set_fontsize(10); t.scale(1, 1.4)
     fig.savefig(out, dpi=100, bbox_inches='tight'); plt.close(fig)
 
