@@ -110,6 +110,7 @@ def main(cache_path, tests):
     from jupyter_cache import get_cache
     sys.path.insert(0, str(root/'docs'))
     from pages import sidebar, page
+    import run_pages as rp   # jobs by their module's name: a notebook run in a worker replaces its `__main__`
     notebook_of = {page(nb): f'nbs/{nb}' for _, nb in sidebar()}
     cache = get_cache(cache_path)
     for record in cache.list_project_records(): cache.remove_nb_from_project(record.pk)   # the pages of this build only
@@ -129,10 +130,10 @@ def main(cache_path, tests):
         shown, kernel, first = examples(p)
         key = example_key(shown, kernel)
         if first and shown: page_first[name] = key
-        if uri in todo_pages: jobs.append((notebook_of.get(name, name), ('page', name), run_page, (cache_path, uri)))
+        if uri in todo_pages: jobs.append((notebook_of.get(name, name), ('page', name), rp.run_page, (cache_path, uri)))
         else: report(f'PASS  {notebook_of.get(name, name)} (cached: unchanged since its page ran)', True)
         if shown and not first and key not in ex_passed:
-            jobs.append((f'examples of {name}.html', ('examples', key), run_examples, (shown, kernel, root/'_pages')))
+            jobs.append((f'examples of {name}.html', ('examples', key), rp.run_examples, (shown, kernel, root/'_pages')))
         elif shown and not first:
             report(f'PASS  examples of {name}.html ({len(shown)} cells; cached: they ran as shown)', True)
         if first and shown and uri not in todo_pages: ex_passed.add(key)
@@ -140,7 +141,7 @@ def main(cache_path, tests):
         for nb in not_on_site():
             rel, key = os.path.relpath(nb, root), notebook_key(nb, cache_path)
             if key in nb_passed: report(f'PASS  {rel} (cached: it and the library unchanged since it passed)', True)
-            else: jobs.append((rel, ('notebook', key), run_notebook, (nb,)))
+            else: jobs.append((rel, ('notebook', key), rp.run_notebook, (nb,)))
     jobs.sort(key=lambda j: -durations.get(j[0], 60))
     print(f'running {len(jobs)} jobs, two at a time (the others are in the cache): expected about '
           f'{sum(durations.get(j[0], 60) for j in jobs) / 2 / 60:.0f} min from earlier runs', flush=True)
@@ -153,7 +154,9 @@ def main(cache_path, tests):
                   f'{len(results)} done', flush=True)
     stop = threading.Event()
     threading.Thread(target=ticker, args=(stop,), daemon=True).start()
-    with ProcessPoolExecutor(2, max_tasks_per_child=1) as pool:   # a fresh process a job: nbdev's runner runs in it
+    # forked workers, as tools/test_nbs.py's: a notebook's own loaders then fork their workers too (a spawned worker
+    # would have them spawn, and fastai's transforms cannot be pickled)
+    with ProcessPoolExecutor(2) as pool:
         pending, queue = set(), list(jobs)
         def submit():
             name, what, fn, args = queue.pop(0)

@@ -13,12 +13,14 @@ from pages import sidebar, page
 
 CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
 FIGURES = """() => {
-  const article = document.querySelector('article'), skip = 'div.highlight, .cell_output, div.cell, script, style, .headerlink, .copybtn';
+  const article = document.querySelector('article');
+  const skip = 'div.highlight, .cell_output, div.cell, script, style, .headerlink, .copybtn';   // not prose
   const example = article.querySelector('div.cell_input, div.highlight-python, div.highlight-ipython3');
   let before = 0, all = 0, seen = false;
   const walk = n => {
     if (n === example) seen = true;
-    if (n.nodeType === 3) { const w = (n.textContent.match(/[A-Za-z0-9][\\w'’.-]*/g) || []).length; all += w; if (!seen) before += w; return; }
+    if (n.nodeType === 3) {
+      const w = (n.textContent.match(/[A-Za-z0-9][\\w'’.-]*/g) || []).length; all += w; if (!seen) before += w; return; }
     if (n.nodeType !== 1) return;
     if (n.matches(skip)) { if (n.contains(example)) seen = true; return; }
     for (const c of n.childNodes) walk(c); };
@@ -32,7 +34,8 @@ def figures(site=root/'_site'):
     out = {}
     with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
         browser = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                      args=['--no-sandbox', '--disable-gpu'], viewport={'width': 1280, 'height': 800})
+                                                      args=['--no-sandbox', '--disable-gpu'],
+                                                      viewport={'width': 1280, 'height': 800})
         browser.route('**/*', lambda r: r.continue_() if r.request.url.startswith('file:') else r.abort())
         pg = browser.new_page()
         for _, nb in sidebar():
@@ -48,10 +51,12 @@ if __name__ == '__main__':
     ap.add_argument('--cold', type=float); ap.add_argument('--warm', type=float)
     args = ap.parse_args()
     rows = figures()
-    print('| page | words before the first example | first example at (1280x800) | words of prose |\n|---|---:|---:|---:|')
+    print('| page | words before the first example | first example at (1280x800) | words of prose |')
+    print('|---|---:|---:|---:|')
     for name, (before, y, words) in rows.items():
         at = '-' if y is None else f'{y} px' + (' (first screen)' if y < 800 else '')
         print(f'| {name} | {before:,} | {at} | {words:,} |')
     if args.cold is not None or args.warm is not None:
         t = lambda s: '-' if s is None else f'{s / 60:.1f} min'
-        print(f'\n`bash tools/test.sh` on 2 cores: {t(args.cold)} cold (nothing cached), {t(args.warm)} warm (nothing changed)')
+        print(f'\n`bash tools/test.sh` on 2 cores: {t(args.cold)} cold (nothing cached), '
+              f'{t(args.warm)} warm (nothing changed)')
