@@ -205,7 +205,17 @@ def self_test():
     return missed + [p for p in found if 'not run was run' in p], found
 
 
+def ticker(every=30):
+    "A line every `every` s while the check runs (building its test site and running examples print nothing)"
+    import threading, time
+    start = time.time()
+    def tick():
+        while True: time.sleep(every); print(f'  ... {time.time() - start:.0f} s', flush=True)
+    threading.Thread(target=tick, daemon=True).start()
+
+
 if __name__ == '__main__':
+    ticker()
     if not Path(CHROMIUM).exists():
         print(f'SKIPPED: no Chromium at {CHROMIUM}: install it (`apt-get install -y chromium`, or set CHROMIUM to a Chromium or Chrome), '
               f'then run `bash tools/docs.sh --check`'); sys.exit(77)

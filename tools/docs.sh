@@ -37,16 +37,17 @@ if ls .venv-vision/.installed-* > /dev/null 2>&1; then   # its kernel, where Jup
   .venv-vision/bin/python -m ipykernel install --prefix .venv --name fastaccum-vision --display-name 'fastaccum (vision)' > /dev/null 2>&1
   vision=--vision
 else echo 'no .venv-vision: the vision recipe is shown without its torchvision cells run (FASTACCUM_VISION=1 sets it up)'; fi
-ticking() {   # run "$@", printing a line every 30 s while it runs
-  local start=$SECONDS; "$@" & local pid=$!
-  while ! wait_for $pid 30; do echo "  ... $((SECONDS-start)) s: $1 $2 still running"; done
+ticking() {   # ticking OUT CMD...: run CMD, its output to the file OUT, printing a line every 30 s while it runs
+  local out=$1 start=$SECONDS; shift
+  "$@" > "$out" 2>&1 & local pid=$!
+  while ! wait_for $pid 30; do echo "  ... $((SECONDS-start)) s: $(basename "$1") $(basename "${2:-}") still running"; done
   wait $pid
 }
 wait_for() { local i; for ((i = 0; i < $2; i++)); do kill -0 "$1" 2> /dev/null || return 0; sleep 1; done; return 1; }
 start=$SECONDS
 log=$(mktemp)
 ok=1
-ticking .venv/bin/python docs/pages.py $vision || { echo 'FAIL  staging the pages (docs/pages.py)'; exit 1; }
+ticking "$log" .venv/bin/python docs/pages.py $vision || { cat "$log"; echo 'FAIL  staging the pages (docs/pages.py)'; exit 1; }
 echo "staged the pages in $((SECONDS-start)) s"
 export FASTACCUM_DOCS_CACHE=$(.venv/bin/python -c "import sys; sys.path[:0] = ['docs']; import conf; print(conf.nb_execution_cache_path)")
 cache=$FASTACCUM_DOCS_CACHE   # computed once: the library may change while the pages run
@@ -59,7 +60,7 @@ if [ "$ok" = 1 ] && [ -f _site/.built ] && [ "$(cat _site/.built)" = "$stamp" ];
   echo 'PASS  docs site built (cached: nothing it is built from changed)'
 else
   rm -rf _site
-  if ticking .venv/bin/sphinx-build -q -E -j 2 -b html -c docs -d "$cache/doctrees" _pages _site > "$log" 2>&1; then
+  if ticking "$log" .venv/bin/sphinx-build -q -E -j 2 -b html -c docs -d "$cache/doctrees" _pages _site; then
     grep 'WARNING' "$log" | grep -v 'over TCP' || true   # Sphinx's warnings: links MyST could not resolve, pages that failed
     echo "$stamp" > _site/.built
     echo "PASS  docs site built (Sphinx, myst-nb: outputs from the cache) in $((SECONDS-start)) s"
