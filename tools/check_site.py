@@ -40,7 +40,10 @@ PAGE_TEXT = [(rf'{re.escape(str(root))}|/tmp/|/home/\w|/root/|/Users/\w|site-pac
              (r"\b(?:this|the) notebook['’]?s (?:own )?tests?\b|\bhelpers? (?:of|for) (?:the|this|these) (?:\w+ )?tests\b|\bhidden (?:test )?cells?\b",
               "wording about the notebook's tests"),
              (r'✗|❌|\btargets? (?:was |were |is |are )?(?:missed|not met)\b', 'a target shown as missed')]
-TARGET = re.compile(r'(-?\d+(?:\.\d+)?)\s*[x×%]?\s*\((?:target|goal)\s*(<=|>=|<|>|≤|≥|=)\s*(-?\d+(?:\.\d+)?)[x×%]?\)')
+# `1.42 (target <= 1.4)`, `1.46 (target <= 1.4: one extra forward)`; `1.101 against 1.02: over by 0.081`
+TARGET = re.compile(r'(-?\d+(?:\.\d+)?)\s*[x×%]?\s*\((?:the )?(?:target|goal)\s*(<=|>=|<|>|≤|≥|=)\s*(-?\d+(?:\.\d+)?)[x×%]?'
+                    r'(?:[:;,][^)]*)?\)')
+OVER = re.compile(r'\b-?\d+(?:\.\d+)? against -?\d+(?:\.\d+)?: (?:over|above|below|under|missed) by\b')
 MEETS = {'<=': float.__le__, '≤': float.__le__, '<': float.__lt__, '>=': float.__ge__, '≥': float.__ge__, '>': float.__gt__,
          '=': float.__eq__}
 RAW_LIST = re.compile(r'^\s*\[\s*[\[({].*?[\])}]\s*,\s*[\[({]', re.S)   # [(0, 16), (1, 32)...], [[...], ...], [{...}, ...]
@@ -51,6 +54,8 @@ def leftovers(f, lo):
     "A reader's view of what an author left: targets printed as missed, raw lists as tables, a subtitle cut short..."
     out = [f'a target shown as missed: {m.group(0)!r}' for m in TARGET.finditer(f['text'])
            if not MEETS[m.group(2)](float(m.group(1)), float(m.group(3)))]
+    out += [f'a target shown as missed: {m.group(0)!r}' for m in OVER.finditer(f['text'])]
+    out += [f'a target shown as missed: {row!r} in a table with a `target` column' for row in lo['targets']]
     out += [f'a raw Python list printed as a table: {o.strip()[:60]!r}' for o in f['plain'] if RAW_LIST.match(o)]
     out += [f'an output whose code is hidden: {o[:60]!r}' for o in lo['hidden']]
     if CUT.search(lo['subtitle'].strip()): out.append(f'a subtitle cut mid-sentence: ...{lo["subtitle"].strip()[-50:]!r}')
@@ -86,7 +91,13 @@ WRAPS = """() => [...document.querySelectorAll('article div.highlight pre')].fil
   .map(p => p.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '').slice(0, 60))"""   # their longest lines
 COPY = """() => ({inputs: document.querySelectorAll('div.cell_input:not(:has(button.copybtn))').length,
   outputs: document.querySelectorAll('div.cell_output button.copybtn').length})"""   # sphinx-copybutton's buttons
-LEFTOVERS = """() => ({subtitle: (e => e && e.tagName === 'P' ? e.innerText : '')((document.querySelector('article h1') || {}).nextElementSibling),
+LEFTOVERS = """() => ({targets: [...document.querySelectorAll('article table')].flatMap(t => {  // a `target` column: at most
+    const head = [...t.querySelectorAll('thead th, tr:first-child th')].map(h => h.innerText.trim());
+    const at = head.indexOf('target'); if (at < 0) return [];
+    return [...t.querySelectorAll('tbody tr')].map(r => [...r.children].map(c => c.innerText.trim())).filter(cells => {
+      const nums = cells.map(Number), target = nums[at], first = nums.findIndex((v, i) => i !== at && cells[i] !== '' && !isNaN(v));
+      return !isNaN(target) && first >= 0 && first < at && nums[first] > target; }).map(cells => cells.join(' | ')); }),
+  subtitle: (e => e && e.tagName === 'P' ? e.innerText : '')((document.querySelector('article h1') || {}).nextElementSibling),
   hidden: [...document.querySelectorAll('div.cell.tag_remove-input:not(.tag_show-doc) .cell_output')].map(o => o.innerText.trim()).filter(t => t)
     .concat([...document.querySelectorAll('div.cell.tag_remove-input:not(.tag_show-doc) .cell_output img')].map(i => 'an image'))})"""
 
@@ -174,7 +185,11 @@ def self_test():
     untitled = v4.new_notebook(cells=[v4.new_markdown_cell('No heading here.')])
     # leftovers a reader should not see, each on a page of its own: (page, its cells, what the check must say)
     left = [('not_run', [v4.new_markdown_cell('# Not run\n\nThe GPU cells have not run yet.')], 'a note that something has not run yet'),
-            ('missed', [v4.new_markdown_cell('# Missed'), code('print("steps/s ratio: 1.42 (target <= 1.4)")')], 'a target shown as missed'),
+            ('missed', [v4.new_markdown_cell('# Missed\n\n| comparison | ratio | target |\n|---|---|---|\n| a / b | 1.10 | 1.02 |\n'
+                                             '| c / d | 0.80 | 1.02 |'),
+                        code('print("steps/s ratio: 1.42 (target <= 1.4)")\nprint("time: 1.46 (target <= 1.4: one extra forward)")\n'
+                             'print("a / b: 1.101 against 1.02: over by 0.081")\nprint("c / d: 0.8 (target <= 1.02)")')],
+             'a target shown as missed'),
             ('wording', [v4.new_markdown_cell("# Wording\n\n`make_data` is a helper of this notebook's tests.")],
              "wording about the notebook's tests"),
             ('hidden', [v4.new_markdown_cell('# Hidden'), code('print("an output whose code is hidden")', 'remove-input')],
@@ -202,6 +217,8 @@ def self_test():
             'code blocks wrap rather than scroll sideways', 'markup left as text']
     missed = [w for w in want if not any(w in p for p in problems.get('seeded', []) + problems.get('untitled', []))]
     missed += [f'{what} (on its page {n})' for n, _, what in left if not any(what in p for p in problems.get(n, []))]
+    if sum('a target shown as missed' in p for p in problems.get('missed', [])) != 4:   # each form, none met
+        missed.append(f'the four targets shown as missed on its page missed (found: {problems.get("missed")})')
     return missed + [p for p in found if 'not run was run' in p], found
 
 
