@@ -3,8 +3,8 @@
 # the site run once, hidden tests included, as its notebook's test (its outputs are the site's), the examples it shows
 # in a fresh kernel beside it, and the notebooks the site does not show with nbdev's runner (each result printed as
 # it ends, a line at least every 30 s); the vision recipe in its own environment; and the docs site, built and
-# checked as a reader would in headless Chromium. About 12 minutes the first time on 2 cores, 3 when nothing
-# changed (what passed and is unchanged, by the notebooks' and the library's content, is not run again). Ends with
+# checked as a reader would in headless Chromium. The first time about 15 minutes of CPU (about 10 on 2 idle
+# cores), about 1 minute when nothing changed (what passed and is unchanged, by the notebooks' and the library's content, is not run again). Ends with
 # `N passed, N failed` (and `, N skipped` when some were; every notebook and every check counts one).
 # A check whose tool is missing is skipped, with the command that installs it, not failed:
 #   - the vision recipe needs .venv-vision, a second environment with torch 2.14.1 and torchvision 0.29.1 (about 6 GB,
