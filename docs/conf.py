@@ -11,7 +11,12 @@ sys.path.insert(0, str(Path(__file__).parent))   # for `conf.pandoc_id` below
 project, author, copyright = 'fastaccum', 'fastaccum developers', 'fastaccum developers'
 html_title = 'fastaccum'
 html_baseurl = 'https://fastaccum.github.io/fastaccum/'
-extensions = ['myst_nb', 'sphinx.ext.githubpages']   # githubpages: a .nojekyll, so GitHub Pages serves _static/
+extensions = ['myst_nb', 'sphinx.ext.githubpages', 'sphinx_copybutton']   # githubpages: a .nojekyll, so GitHub Pages serves _static/
+# a copy button on each code cell and code block, none on outputs (those in `div.cell_output`: printed text, show_doc's signatures);
+# what it copies leaves out prompts (`>>> `, `... `, `$ `) and doctest output lines
+copybutton_selector = 'div.highlight > pre:not(.cell_output pre)'
+copybutton_prompt_text, copybutton_prompt_is_regexp = r'>>> |\.\.\. |\$ ', True
+copybutton_exclude = '.linenos, .gp, .go'
 exclude_patterns = ['.jupyter_cache', 'jupyter_execute']
 
 html_theme = 'sphinx_book_theme'

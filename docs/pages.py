@@ -16,7 +16,7 @@ not run, as nbdev-test skips them. Links to notebooks and to the published site 
 MyST resolves (`#fragments` too, as pandoc names headings). The home page gets the sidebar's sections as toctrees.
     python docs/pages.py [--vision]     (--vision: run the vision recipe in the kernel of .venv-vision)
 """
-import json, os, re, shutil, sys
+import hashlib, json, os, re, shutil, sys
 from pathlib import Path
 import yaml
 
@@ -76,6 +76,7 @@ def cell(c, pages, vision_kernel):
     tags = [t for k, v in [('echo', 'remove-input'), ('output', 'remove-output'), ('include', 'remove-cell')]
             for t in [v] if d.get(k) == 'false'] + ['remove-cell'] * bool(HIDDEN & d.keys())
     if 'vision' in d: tags.append('vision')
+    if c['source'].startswith('show_doc('): tags.append('show-doc')   # its output is documentation, its code hidden
     not_run = [tag for flag, tag in NOT_RUN.items() if flag in d and not (flag == 'vision' and vision_kernel)]
     if d.get('eval') == 'false': not_run.append('not-run')
     if not_run: tags += ['skip-execution', *not_run]
@@ -99,6 +100,8 @@ def stage(dest=root/'_pages', vision_kernel=None):
                  'execution_count': None, 'source': 'from nbdev.showdoc import show_doc'}
         cells = [c for c in (cell(c, pages, vision_kernel) for c in nb['cells']) if c]
         cells = [setup] * any(c['source'].startswith('show_doc(') for c in cells) + cells
+        for i, c in enumerate(cells):   # ids from the content: nbdev gives the show_doc cells it adds new random ones
+            c['id'] = hashlib.sha1(f'{i} {c["source"]}'.encode()).hexdigest()[:8]   # (a page staged again is the same file)
         nb['cells'] = [{'cell_type': 'markdown', 'id': 'title', 'metadata': {}, 'source': links(head, pages)}] + cells
         name = vision_kernel if vision else 'python3'
         nb['metadata'] = {'kernelspec': {'name': name, 'display_name': name, 'language': 'python'}}

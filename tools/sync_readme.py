@@ -6,13 +6,17 @@ docs site does not have.
 Markdown cells are copied, code cells become ```python blocks; cells marked `#| hide` are left out and `#|`
 directives are dropped, as nbdev's own README rendering does. The README is also the package's description on
 PyPI, where the repository's files are not at hand: links between pages (`10_accumulate.ipynb#section`, right
-from the docs site) become links to the published docs site (`https://fastaccum.github.io/fastaccum/accumulate.html#section`).
+from the docs site) become links to the published docs site (`https://fastaccum.github.io/fastaccum/accumulate.html#section`),
+and images of the repository (`../docs/images/demo_loss.png`, relative to nbs/) absolute links to the file on GitHub
+(`https://raw.githubusercontent.com/fastaccum/fastaccum/main/docs/images/demo_loss.png`), which PyPI shows. A code
+cell's `#| readme_image: PATH` puts that image (what the cell shows when it runs) after its code, in the README only.
 """
 import json, re, sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
 SITE_URL = 'https://fastaccum.github.io/fastaccum/'
+RAW_URL = 'https://raw.githubusercontent.com/fastaccum/fastaccum/main/'
 
 def page_name(nb_name):
     "The page nbdev and Quarto make of a notebook: `10_accumulate.ipynb` -> `accumulate.html`"
@@ -21,13 +25,20 @@ def page_name(nb_name):
 def site_link(m):
     return f'](https://fastaccum.github.io/fastaccum/{page_name(m.group(1))}{m.group(2) or ""})'
 
+def raw_link(path):
+    "An image of the repository, `../docs/images/x.png` as nbs/ links it, as PyPI can show it"
+    return RAW_URL + str((root/'nbs'/path).resolve().relative_to(root))
+
 def cell_text(cell):
     src = ''.join(cell['source'])
     lines = src.splitlines()
     if any(l.strip() in ('#| hide', '#|hide') for l in lines): return None
-    if cell['cell_type'] == 'markdown': return re.sub(r'\]\((?!https?:|#)(?:nbs/)?([\w.-]+\.ipynb)(#[^)\s]*)?\)', site_link, src.strip())
+    if cell['cell_type'] == 'markdown':
+        src = re.sub(r'(!\[[^\]]*\])\((\.\./[^)\s]+)\)', lambda m: f'{m.group(1)}({raw_link(m.group(2))})', src)
+        return re.sub(r'\]\((?!https?:|#)(?:nbs/)?([\w.-]+\.ipynb)(#[^)\s]*)?\)', site_link, src.strip())
     code = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
-    return f'```python\n{code}\n```' if code else None
+    images = [f'![What the code above prints]({raw_link(m.group(1))})' for m in re.finditer(r'^#\|\s*readme_image:\s*(\S+)', src, re.M)]
+    return '\n\n'.join([f'```python\n{code}\n```'] + images) if code else None
 
 def render(nb_path=root/'nbs'/'index.ipynb'):
     cells = json.loads(Path(nb_path).read_text())['cells']
@@ -54,6 +65,7 @@ def page_ids(nb_path):
 def broken_links(text):
     "Links of the README that lead nowhere: repository files that do not exist, docs pages or sections that do not"
     broken = [t for t in re.findall(r'\]\((?!https?:|#|mailto:)([^)#\s]+)', text) if not (root/t).exists()]
+    broken += [RAW_URL + t for t in re.findall(re.escape(RAW_URL) + r'([^)\s]+)', text) if not (root/t).is_file()]
     pages = {page_name(p): p for p in (root/'nbs').glob('*.ipynb')}
     for page, frag in re.findall(re.escape(SITE_URL) + r'([\w.-]*)(?:#([^)\s]*))?\)', text):
         if not page: continue
