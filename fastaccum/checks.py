@@ -11,7 +11,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['check_positive_int', 'check_bool', 'check_positive', 'check_optional_int', 'check_choice', 'check_count',
-           'check_path']
+           'check_path', 'CheckpointError']
 
 # %% ../nbs/internals/checks.ipynb #0db0dbb2
 def check_positive_int(
@@ -96,3 +96,7 @@ def check_path(
         raise ValueError(f'`{name}` must be a file ({what}), got the folder {str(path)!r}. Pass a file in it, or '
                          'another name.')
     return path
+
+# %% ../nbs/internals/checks.ipynb #33c02eeb
+class CheckpointError(ValueError):
+    "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (damaged, foreign)"
