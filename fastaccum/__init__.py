@@ -1,7 +1,3 @@
-"""Exact gradient accumulation callbacks for fastai: the large-batch step, whatever the micro-batch sizes
-
-Modules:
-
-- `fastaccum.sharded`: When the model, its gradients and its optimizer state outgrow one device: PyTorch's FSDP2 with fastai, and the accumulation stays exact"""
+"""Exact gradient accumulation callbacks for fastai: the large-batch step, whatever the micro-batch sizes"""
 
 __version__ = "0.1.0"

@@ -26,8 +26,8 @@ from .runner import BatchRunner
 from .accumulate import GradientAccumulation
 
 # %% auto #0
-__all__ = ['TrainingCheckpoint', 'CheckpointError', 'numbered_path', 'save_checkpoint_file', 'remove_partial_writes',
-           'load_checkpoint_file', 'FitRecord', 'CheckpointFiles', 'LearnerState', 'DataOrder', 'PausedCallbacks']
+__all__ = ['TrainingCheckpoint', 'numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'load_checkpoint_file',
+           'FitRecord', 'CheckpointFiles', 'LearnerState', 'DataOrder', 'PausedCallbacks', 'CheckpointError']
 
 # %% ../nbs/22_checkpoint.ipynb #8dc78e12
 def _random_states():
@@ -220,6 +220,54 @@ def _check_fname(fname)->str:
                          'fname="checkpoint"; the file goes to learn.path/learn.model_dir.')
     return str(fname)
 
+# %% ../nbs/22_checkpoint.ipynb #e71eee6e
+def _world()->int:
+    "The processes training now: those of the process group, or 1"
+    started = torch.distributed.is_available() and torch.distributed.is_initialized()
+    return torch.distributed.get_world_size() if started else 1
+
+def _processes(n:int)->str: return f'{n} process' + ('' if n == 1 else 'es')
+
+def _other_kind(files:'CheckpointFiles', k:int):
+    "`None` when fit `k` has no checkpoint of the other kind (sharded or not) either; else a `CheckpointError`"
+    other = files.path(k) if files.shards else files.path(k).with_suffix('')   # (a file, or a folder of shards)
+    if not (other.is_file() if files.shards else (other/'fastaccum.pt').is_file()): return None
+    from fastaccum.sharded import sharded_extra
+    wrote = (load_checkpoint_file(other) if files.shards else sharded_extra(other))['config']['world size']
+    kind,now = ('not sharded', 'sharded with FSDP 2') if files.shards else ('sharded with FSDP 2', 'not sharded')
+    how = (f'inside learn.sharded_ctx(), launched with torchrun --nproc_per_node {wrote}' if not files.shards else
+           f'under distrib_ctx, launched with torchrun --nproc_per_node {wrote}' if wrote > 1 else 'in one process')
+    raise CheckpointError(f'`{other}` is a checkpoint of this run {kind} (world size: {wrote} in the checkpoint, '
+                          f'{_world()} now), and this fit is {now} ({_processes(_world())}). Resume it as it was '
+                          f'written ({how}), or delete it (or pass resume=False, or another fname) to start afresh.')
+
+def _check_sharded_opt(opt):
+    "Under FSDP 2, a fastai optimizer (its state is written as shards); else an error that names `opt_func`"
+    if isinstance(opt, Optimizer): return
+    inner = getattr(opt, 'opt', None)
+    got = type(opt).__name__ + (f' around {type(inner).__name__}' if inner is not None else '')
+    raise ValueError(f"TrainingCheckpoint under FSDP 2 (learn.sharded_ctx()) writes the optimizer's state as shards, "
+                     f"which needs a fastai optimizer, but the Learner's is {got}. Make the Learner with a fastai "
+                     'opt_func (SGD, Adam, RAdam, ...: e.g. opt_func=Adam), or train unsharded.')
+
+_OWN = ('training batches', 'training samples', 'training data')   # each process's: its part of the data
+
+def _own_part(config:dict)->dict: return {k: config[k] for k in _OWN if k in config}
+
+def _config_of(ckpt:dict, rank:int)->dict:
+    "The configuration process `rank` wrote `ckpt` with: process 0's, with its own part of the data"
+    ranks = ckpt['ranks']
+    own = ranks[rank].get('config') if rank < len(ranks) and isinstance(ranks[rank], dict) else None
+    return ckpt['config'] if own is None else {**ckpt['config'], **own}
+
+def _everywhere(differences:list, rank:int, world_size:int)->list:
+    "Every process's `differences` (each after this process's own, naming its process), so that all refuse or none"
+    if world_size == 1: return differences
+    every = [None]*world_size
+    torch.distributed.all_gather_object(every, differences)
+    others = [f'in process {r}, {d}' for r,ds in enumerate(every) if r != rank for d in ds if d not in differences]
+    return differences + others
+
 # %% ../nbs/22_checkpoint.ipynb #cde2a7b9
 class TrainingCheckpoint(Callback):
     "Save all a run needs at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
@@ -306,7 +354,7 @@ class TrainingCheckpoint(Callback):
         files.remove_partial(record.k, self.rank, self.world_size)
         ckpt,path = files.read(record.k),files.stored(record.k)
         if ckpt is None or not record.of_run(ckpt, path): return False
-        differs = _differences(ckpt['config'], self._config)
+        differs = _everywhere(_differences(_config_of(ckpt, self.rank), self._config), self.rank, self.world_size)
         if differs and record.interrupted is not None and record.run_again(files, self._config): return self._load()
         _check_fits(ckpt, differs, self.world_size, path)
         if record.k == 0: record.joins(ckpt)
@@ -407,7 +455,7 @@ class TrainingCheckpoint(Callback):
     def _write(self, epoch, batches, finished=False):
         "Write the checkpoint of the fit at `batches` done in `epoch` (process 0 writes, with every process's states)"
         # (under FSDP 2 every process writes its shards of the weights and the optimizer state, process 0 the rest)
-        learn,local = self.learn,self.data.take(in_epoch=bool(batches))
+        learn,local = self.learn,dict(self.data.take(in_epoch=bool(batches)), config=_own_part(self._config))
         ranks = [local] if self.world_size == 1 else [None]*self.world_size
         if self.world_size > 1: torch.distributed.all_gather_object(ranks, local)
         self.written,self.run_train = self.steps,False
@@ -419,8 +467,8 @@ class TrainingCheckpoint(Callback):
         self.files.write(self.record.k, payload, learn.model, learn.opt)
 
 # %% ../nbs/22_checkpoint.ipynb #f08c598a
-class CheckpointError(ValueError):
-    "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (damaged, foreign)"
+from .checks import CheckpointError   # (defined there, for the sharded checkpoints too: no module cycle)
+_all_ = ['CheckpointError']
 
 _MAGIC = b'fastaccum-ckpt-1'
 _TRAILER = struct.Struct('<16s32sQ')   # after the payload: a mark, the payload's SHA-256, its length
@@ -576,7 +624,7 @@ class FitRecord:
         for j in range(self.run['interrupted']-1, -1, -1):
             ckpt = files.read(j)
             if ckpt is None or ckpt['run']['id'] != self.run['id'] or not ckpt['finished']: continue
-            if _differences(ckpt['config'], dict(config, fit=j)): continue
+            if _differences(_config_of(ckpt, self.rank), dict(config, fit=j)): continue
             self.run['completed'] = self.run['started'] = self.k = config['fit'] = j
             return True
         return False
@@ -624,6 +672,7 @@ class CheckpointFiles:
         if is_fsdp(learn.model) and not shards:
             raise ValueError("TrainingCheckpoint does not support FSDP 1 (FullyShardedDataParallel). Shard the model "
                              "with FSDP 2's fully_shard (fastaccum's learn.sharded_ctx), whose shards it saves.")
+        if shards: _check_sharded_opt(learn.opt)   # (when the fit starts, not at its first checkpoint)
         return cls(Path(learn.path)/learn.model_dir, fname, keep, shards)
 
     @property
@@ -670,7 +719,7 @@ class CheckpointFiles:
     def read(self, k:int)->dict|None:
         "Fit `k`'s checkpoint (under FSDP 2 all but its shards), whole and of this version; `None` if there is none"
         path = self.stored(k)
-        if not path.exists(): return None
+        if not path.exists(): return _other_kind(self, k)   # (`None`, or a refusal of the other kind's checkpoint)
         if self.shards:
             from fastaccum.sharded import sharded_extra
             ckpt = sharded_extra(path)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['SUPPORTED', 'check_positive_int', 'check_bool', 'check_positive', 'check_optional_int', 'check_choice', 'check_count',
-           'check_path', 'private']
+           'check_path', 'private', 'CheckpointError']
 
 # %% ../nbs/internals/checks.ipynb #0db0dbb2
 def check_positive_int(
@@ -113,3 +113,7 @@ def private(
     raise RuntimeError(f'fastaccum reads `{owner}.{name}`, an internal of PyTorch or fastai that this install ({got}) '
                        f'does not have. fastaccum supports {wanted}: install those (pip install '
                        f'{" ".join(repr(n + v) for n,v in SUPPORTED.items())}), or report the versions in an issue.')
+
+# %% ../nbs/internals/checks.ipynb #33c02eeb
+class CheckpointError(ValueError):
+    "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (damaged, foreign)"

@@ -282,3 +282,12 @@ def plot_gns(self:GradientNoiseScale,
     ax.step(range(len(self.history)), [h['accum_bs'] for h in self.history], where='post', label='accum_bs in use')
     ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.legend()
     return ax
+
+# %% ../nbs/14_noise_scale.ipynb #ee1129f4
+@patch
+def __copy__(self:GradientNoiseScale):
+    "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
+    new = object.__new__(type(self))
+    new.__dict__.update(vars(self), history=list(self.history), releases=Releases(), ga=None, learn=None, _loaded=False,
+                        _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
+    return new

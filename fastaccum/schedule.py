@@ -36,7 +36,7 @@ def _check_end(name, value):
                                        'or a fraction in [0, 1].')
     elif not 0 <= value <= 1:
         raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction of training; for an '
-                         f'epoch index pass an int, e.g. {name}={int(value)}.')
+                         f'epoch index pass an int, e.g. {name}={int(value) if math.isfinite(value) else 2}.')
 
 def _check_milestones(milestones, final_accum_bs):
     "`{position: accum_bs}`: positions as `start`/`finish` take them, positive ints, the last `final_accum_bs`"

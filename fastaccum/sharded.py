@@ -1,5 +1,4 @@
-"""When the model, its gradients and its optimizer state outgrow one device: PyTorch's FSDP2 with fastai, and the
-accumulation stays exact
+"""PyTorch's FSDP 2 with fastai, when a model and its optimizer state outgrow one device: accumulation stays exact
 
 Docs: https://fastaccum.github.io/fastaccum/sharded.html.md"""
 
@@ -7,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/sharded.html.md"""
 
 # %% ../nbs/23_sharded.ipynb #9ff0164d
 from __future__ import annotations
-import os, shutil, uuid, warnings
+import hashlib, io, os, shutil, uuid, warnings
 from contextlib import contextmanager
 from copy import deepcopy
 from pathlib import Path
@@ -17,7 +16,7 @@ from fastcore.basics import patch
 from fastai.learner import Learner
 from fastai.optimizer import Optimizer
 from fastai.torch_core import num_distrib, rank_distrib
-from .checks import check_bool, check_choice, check_positive_int, check_path
+from .checks import CheckpointError, check_bool, check_choice, check_positive_int, check_path
 from .parts import Releases
 from .distributed import (FSDP_REDUCE, fix_distributed_dl_broadcast, fsdp_held_gradients, is_fsdp,
                                    set_fsdp_reduce)
@@ -178,7 +177,8 @@ def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
                )->dict:
     "Bytes this process holds of the model's parameters, their gradients (FSDP's held ones too) and optimizer state"
     if not isinstance(learn, Learner):
-        raise ValueError(f'held_memory: `learn` must be a fastai Learner, got {learn!r}. Pass the Learner to measure.')
+        raise ValueError(f'`learn` must be a fastai Learner, got {learn!r}. Pass the Learner whose model and optimizer '
+                         'you measure, e.g. held_memory(learn).')
     from fastaccum.distributed import fsdp_root
     model = learn.model.module if hasattr(learn.model, 'module') else learn.model   # (the model inside DDP)
     params = list(model.parameters())
@@ -189,11 +189,7 @@ def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
     return dict(parameters=sum(_local_bytes(p) for p in params), gradients=grads, optimizer=state)
 
 # %% ../nbs/23_sharded.ipynb #aa895ac4
-_MANIFEST,_FORMAT = 'fastaccum.pt',1
-
-def _checkpoint_error(message):
-    from fastaccum.checkpoint import CheckpointError   # (the checkpoint module uses this one)
-    return CheckpointError(message)
+_MANIFEST,_FORMAT = 'fastaccum.pt',2
 
 def _folder(path)->Path:
     "`path` as a sharded checkpoint's folder, or an error that names it"
@@ -223,6 +219,7 @@ def older_sharded(path, # The newest checkpoint's folder
                   i:int, # 1 for the one before the newest, 2 for the one before that, ...
                  )->Path:
     "The folder of the `i`-th checkpoint before the newest that `save_sharded(keep=...)` keeps: `path.i`"
+    check_positive_int('i', i, 'Pass 1 for the checkpoint before the newest, 2 for the one before that, ...')
     return _folder(path).with_name(f'{Path(path).name}.{i}')
 
 def _publish(tmp:Path, path:Path, keep:int=1):
@@ -238,14 +235,71 @@ def _publish(tmp:Path, path:Path, keep:int=1):
         os.replace(aside, older_sharded(path, 1))
     shutil.rmtree(aside, ignore_errors=True)
 
+# %% ../nbs/23_sharded.ipynb #d9d54ff7
+_MARK = b'fastaccum-shards'   # after the description's bytes: this mark, then their SHA-256
+
+def _group()->tuple:
+    "This process's rank and the number of processes (0 and 1 without a process group)"
+    return (torch.distributed.get_rank(), torch.distributed.get_world_size()) if _started() else (0, 1)
+
+def _everyone(mine:list, world:int)->list:
+    "What every process found (`mine` in each), one list"
+    if world == 1: return mine
+    every = [None]*world
+    torch.distributed.all_gather_object(every, mine)
+    return [x for found in every for x in found]
+
+def _sha(file:Path)->str:
+    with open(file, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
+
+def _digests(folder:Path)->dict:
+    "The SHA-256 of each file of `folder` (but the description), each process hashing its share of them"
+    rank,world = _group()
+    names = sorted(p.name for p in folder.iterdir() if p.name != _MANIFEST)
+    return dict(_everyone([(n, _sha(folder/n)) for n in names[rank::world]], world))
+
+def _fix(path:Path)->str:
+    "What to do about a damaged checkpoint at `path`"
+    older = older_sharded(path, 1)
+    return (f'Resume from the previous one (rename {older.name} to {path.name}), or delete it' if older.exists() else
+            'Delete it') + ' to start afresh (or pass resume=False).'
+
+def _check_digests(path:Path, digests:dict):
+    "Every file of the checkpoint at `path` as it was written (each process checks its share); else a `CheckpointError`"
+    rank,world = _group()
+    names = sorted(digests)
+    bad = _everyone([n for n in names[rank::world] if not (path/n).is_file() or _sha(path/n) != digests[n]], world)
+    if bad: raise CheckpointError(f'`{path/bad[0]}` is damaged or missing: its contents do not match the checksum '
+                                  f'written with the sharded checkpoint `{path}`. {_fix(path)}')
+
+def _write_manifest(folder:Path, manifest:dict):
+    "Write the description, with its checksum, flushed to the disk"
+    buf = io.BytesIO(); torch.save(manifest, buf)
+    data = buf.getvalue()
+    with open(folder/_MANIFEST, 'wb') as f:
+        f.write(data + _MARK + hashlib.sha256(data).digest()); f.flush(); os.fsync(f.fileno())
+
+def _read_manifest(path:Path)->dict:
+    "The description of the checkpoint at `path`, if it is whole and of this version; else a `CheckpointError`"
+    data = (path/_MANIFEST).read_bytes()
+    payload,mark,digest = data[:-48],data[-48:-32],data[-32:]
+    if mark != _MARK or hashlib.sha256(payload).digest() != digest:
+        raise CheckpointError(f'`{path/_MANIFEST}` is truncated or damaged (or written by another version of '
+                              f'fastaccum): its contents do not match the checksum written with it. {_fix(path)}')
+    manifest = torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
+    if not isinstance(manifest, dict) or manifest.get('format') != _FORMAT:
+        raise CheckpointError(f'`{path}` was written by another version of fastaccum. Start afresh, or load it with '
+                              'the version that wrote it.')
+    return manifest
+
 # %% ../nbs/23_sharded.ipynb #71a35844
 def _bare(model): return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
-def _single(f, *args, **kwargs):
-    "A distributed checkpoint's `save` or `load`, without its warning that one process without a group is one process"
+def _single(f, state:dict, path:Path):
+    "A distributed checkpoint's `save` or `load` of `state` at `path` (in one process too, without a warning)"
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='torch.distributed is disabled, unavailable or uninitialized')
-        return f(*args, **kwargs)
+        return f(state, checkpoint_id=path, no_dist=not _started())
 
 def _names(model)->dict: return {id(p): n for n,p in model.named_parameters()}
 
@@ -272,6 +326,43 @@ def _opt_parts(model, opt):
               for n,ts in tensors.items()}
     return tensors,rest,shapes
 
+def _own_buffers(model, weights:dict)->dict:
+    "The model's buffers in its state (BatchNorm's statistics): each process's own under FSDP (not sharded)"
+    return {n: b for n,b in model.named_buffers() if n in weights}
+
+def _contents(model, opt, extra)->tuple:
+    "What a checkpoint holds: the tensors (every process's shards, and its own buffers), and process 0's description"
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+    rank,world = _group()
+    _reshard(model)
+    weights = get_model_state_dict(model)
+    state = {'model': weights, f'buffers{rank}': _own_buffers(model, weights)}
+    manifest = dict(format=_FORMAT, world_size=world, extra=extra, optimizer=None,
+                    parameters={k: list(v.shape) for k,v in weights.items()})
+    if opt is not None:
+        tensors,rest,shapes = _opt_parts(model, opt)
+        state['opt'] = tensors
+        manifest['optimizer'] = dict(_opt_layout(model, opt), hypers=deepcopy(opt.hypers), rest=rest, shapes=shapes)
+    return state,manifest
+
+def _temporary(path:Path)->Path:
+    "A temporary folder beside `path`, the same for every process (process 0 clears what killed writes left first)"
+    token = [uuid.uuid4().hex[:12]]
+    if _started(): torch.distributed.broadcast_object_list(token, src=0)
+    if _group()[0] == 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_partial_sharded(path)
+    return path.with_name(f'.{path.name}.{token[0]}.tmp')
+
+def _write_failure(path, e):
+    "A `CheckpointError` for a write that failed on the disk (a full disk, a folder not writable); else `None`"
+    from torch.distributed.checkpoint.api import CheckpointException
+    failed = [x for x,_ in e.failures.values()] if isinstance(e, CheckpointException) else [e]
+    cause = next((x for x in failed if isinstance(x, OSError)), None)
+    if cause is None: return None
+    return CheckpointError(f'Could not write the sharded checkpoint {path}: {cause.strerror or cause}. The '
+                           'checkpoint written before it is left as it was.')
+
 def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
                  model:nn.Module, # The model: sharded with `fully_shard` (each process writes its shards), or not
                  opt:Optimizer|None=None, # A fastai optimizer, whose state is saved with the weights
@@ -281,40 +372,22 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
     "Write `model`'s weights and `opt`'s state, every process its own shards, as one checkpoint published atomically"
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
     path,model = _folder(path),_bare(model)
     _check_optimizer(opt)
     check_positive_int('keep', keep, 'Pass how many checkpoints to keep, e.g. keep=1 (the newest only).')
-    group = _started()
-    rank,world = (torch.distributed.get_rank(), torch.distributed.get_world_size()) if group else (0, 1)
-    token = [uuid.uuid4().hex[:12]]
-    if group: torch.distributed.broadcast_object_list(token, src=0)   # (one temporary folder for every process)
-    tmp = path.with_name(f'.{path.name}.{token[0]}.tmp')
-    if rank == 0:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        remove_partial_sharded(path)
-    _reshard(model)
-    weights = get_model_state_dict(model)
-    state,manifest = {'model': weights},dict(format=_FORMAT, world_size=world, extra=extra, optimizer=None,
-                                             parameters={k: list(v.shape) for k,v in weights.items()})
-    if opt is not None:
-        tensors,rest,shapes = _opt_parts(model, opt)
-        state['opt'] = tensors
-        manifest['optimizer'] = dict(_opt_layout(model, opt), hypers=deepcopy(opt.hypers), rest=rest, shapes=shapes)
+    tmp,(rank,_) = _temporary(path),_group()
+    state,manifest = _contents(model, opt, extra)
     try:
-        _single(dcp.save, state, checkpoint_id=tmp, no_dist=not group)   # each process its shards; process 0 the layout
-        if rank == 0:
-            with open(tmp/_MANIFEST, 'wb') as f:
-                torch.save(manifest, f); f.flush(); os.fsync(f.fileno())
-        if group: torch.distributed.barrier()
+        _single(dcp.save, state, tmp)   # each process its shards; process 0 the layout (`.metadata`)
+        manifest['files'] = _digests(tmp)
+        if rank == 0: _write_manifest(tmp, manifest)
+        if _started(): torch.distributed.barrier()
         if rank == 0: _publish(tmp, path, keep)
-        if group: torch.distributed.barrier()
+        if _started(): torch.distributed.barrier()
     except (OSError, CheckpointException) as e:
-        failed = [x for x,_ in e.failures.values()] if isinstance(e, CheckpointException) else [e]
-        cause = next((x for x in failed if isinstance(x, OSError)), None)   # (a full disk, a folder not writable)
-        if cause is None: raise
-        raise _checkpoint_error(f'Could not write the sharded checkpoint {path}: {cause.strerror or cause}. The '
-                                'checkpoint written before it is left as it was.') from e
+        error = _write_failure(path, e)
+        if error is None: raise
+        raise error from e
 
 # %% ../nbs/23_sharded.ipynb #5443ec40
 def _manifest(path:Path)->tuple:
@@ -322,13 +395,9 @@ def _manifest(path:Path)->tuple:
     path = _folder(path)
     if not (path/_MANIFEST).exists() and (_aside(path)/_MANIFEST).exists(): path = _aside(path)
     if not (path/_MANIFEST).exists() or not (path/'.metadata').exists():
-        raise _checkpoint_error(f'`{path}` is not a whole sharded checkpoint (no such folder, or a write that did not '
-                                'finish). Pass the folder save_sharded wrote, or start afresh.')
-    manifest = torch.load(path/_MANIFEST, map_location='cpu', weights_only=False)
-    if not isinstance(manifest, dict) or manifest.get('format') != _FORMAT:
-        raise _checkpoint_error(f'`{path}` was written by another version of fastaccum. Start afresh, or load it with '
-                                'the version that wrote it.')
-    return path,manifest
+        raise CheckpointError(f'`{path}` is not a whole sharded checkpoint (no such folder, or a write that did not '
+                              'finish). Pass the folder save_sharded wrote, or start afresh.')
+    return path,_read_manifest(path)
 
 def sharded_extra(path, # A checkpoint's folder, written by `save_sharded`
                  ):
@@ -353,7 +422,31 @@ def _differences(saved:dict, now:dict, what:str)->list:
 
 def _refuse(path, differences:list, fix:str):
     shown = '; '.join(differences[:4]) + (f'; and {len(differences)-4} more' if len(differences) > 4 else '')
-    raise _checkpoint_error(f'`{path}` was written by another configuration: {shown}. {fix}')
+    raise CheckpointError(f'`{path}` was written by another configuration: {shown}. {fix}')
+
+def _opt_target(path, model, opt, saved)->dict:
+    "Tensors for the optimizer's state to be read into (each as the checkpoint holds it), once its layout is checked"
+    if saved is None: raise CheckpointError(f'`{path}` holds no optimizer state (it was saved with opt=None). '
+                                            'Pass opt=None to load the weights only.')
+    layout = _opt_layout(model, opt)
+    if layout['kind'] != saved['kind']:
+        _refuse(path, [f"the optimizer {' + '.join(saved['kind'])} in the checkpoint, "
+                       f"{' + '.join(layout['kind'])} now"], 'Make the optimizer as when it was written.')
+    if layout['groups'] != saved['groups']:
+        _refuse(path, [f"the optimizer's parameter groups hold {[len(g) for g in saved['groups']]} parameters "
+                       f"in the checkpoint, {[len(g) for g in layout['groups']]} now (or others)"],
+                'Freeze (or split) the model as when it was written.')
+    params = dict(model.named_parameters())
+    def like(name, shape, dtype):
+        p,dtype = params[name],getattr(torch, dtype)
+        if list(p.shape) == shape: return torch.zeros_like(p, dtype=dtype)   # (sharded as the parameter is)
+        return torch.zeros(shape, dtype=dtype, device=p.device)
+    return {n: {k: like(n, shape, dtype) for k,(shape,dtype) in ts.items()} for n,ts in saved['shapes'].items()}
+
+def _put_back_opt(model, opt, saved:dict, tensors:dict):
+    names = _names(model)
+    state = [{**saved['rest'][names[id(p)]], **tensors[names[id(p)]]} for p,*_ in opt.all_params()]
+    opt.load_state_dict(dict(state=state, hypers=deepcopy(saved['hypers'])))
 
 def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with any number of processes)
                  model:nn.Module, # The model to load the weights into: sharded over any number of processes, or not
@@ -369,31 +462,15 @@ def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with 
     weights = get_model_state_dict(model)
     differences = _differences(manifest['parameters'], {k: list(v.shape) for k,v in weights.items()}, 'model')
     if differences: _refuse(path, differences, 'Load it into the model that wrote it.')
-    target = {'model': weights}
-    saved = manifest['optimizer']
-    if opt is not None:
-        if saved is None: raise _checkpoint_error(f'`{path}` holds no optimizer state (it was saved with opt=None). '
-                                                  'Pass opt=None to load the weights only.')
-        layout = _opt_layout(model, opt)
-        if layout['kind'] != saved['kind']:
-            _refuse(path, [f"the optimizer {' + '.join(saved['kind'])} in the checkpoint, "
-                           f"{' + '.join(layout['kind'])} now"], 'Make the optimizer as when it was written.')
-        if layout['groups'] != saved['groups']:
-            _refuse(path, [f"the optimizer's parameter groups hold {[len(g) for g in saved['groups']]} parameters "
-                           f"in the checkpoint, {[len(g) for g in layout['groups']]} now (or others)"],
-                    'Freeze (or split) the model as when it was written.')
-        params = {n: p for n,p in model.named_parameters()}
-        def like(name, shape, dtype):
-            p = params[name]
-            dtype = getattr(torch, dtype)
-            if list(p.shape) == shape: return torch.zeros_like(p, dtype=dtype)   # (sharded as the parameter is)
-            return torch.zeros(shape, dtype=dtype, device=p.device)
-        target['opt'] = {n: {k: like(n, shape, dtype) for k,(shape,dtype) in ts.items()}
-                         for n,ts in saved['shapes'].items()}
-    _single(dcp.load, target, checkpoint_id=path, no_dist=not _started())   # each process reads the parts it holds
+    (rank,world),target = _group(),{'model': weights}
+    own = f'buffers{rank}'   # (this process's buffers, with as many processes; else process 0's, in `model`)
+    if manifest['world_size'] == world: target[own] = {n: b.clone() for n,b in _own_buffers(model, weights).items()}
+    if opt is not None: target['opt'] = _opt_target(path, model, opt, manifest['optimizer'])
+    _check_digests(path, manifest['files'])
+    _single(dcp.load, target, path)   # each process reads the parts it holds
     set_model_state_dict(model, target['model'])
-    if opt is not None:
-        names = _names(model)
-        state = [{**saved['rest'][names[id(p)]], **target['opt'][names[id(p)]]} for p,*_ in opt.all_params()]
-        opt.load_state_dict(dict(state=state, hypers=deepcopy(saved['hypers'])))
+    mine = _own_buffers(model, weights)
+    with torch.no_grad():
+        for n,b in target.get(own, {}).items(): mine[n].copy_(b)
+    if opt is not None: _put_back_opt(model, opt, manifest['optimizer'], target['opt'])
     return manifest['extra']
