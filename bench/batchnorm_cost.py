@@ -117,15 +117,19 @@ def ops_per_micro_batch(dls, make, name:str)->dict:
                 extra_per_micro_batch=(counts['window'] - counts['micro'])/mbs)
 
 
-METHODS = ('micro_batch_done', 'new_piece', 'window_closed', 'window_dropped')
+METHODS = ('micro_batch_done', 'new_piece', 'window_closed', 'window_dropped', '_before', '_after')
 
 class PythonTimer(Callback):
     "Times every call of `WindowBatchNorm`'s methods and of the layers' `_check_input_dim` during training (CPU time)"
     order = 100
-    def __init__(self):
+    def __init__(self, module=fbn, only:tuple=()):
+        "`module`'s `WindowBatchNorm` methods and `_check_input_dim`; or `only` these (owner, name) pairs"
         self.on,self.seconds,self.calls,self.originals = False,{},{},{}
-        for name in METHODS: self._wrap(fbn.WindowBatchNorm, name)
-        self._wrap(fbn, '_check_input_dim')
+        for owner,name in only: self._wrap(owner, name)
+        if only: return
+        for name in METHODS:   # (`_before` and `_after`: the hooks of the version before this one, for `--old`)
+            if hasattr(module.WindowBatchNorm, name): self._wrap(module.WindowBatchNorm, name)
+        if hasattr(module, '_check_input_dim'): self._wrap(module, '_check_input_dim')
     def _wrap(self, owner, name):
         original = self.originals[name] = (owner, getattr(owner, name))
         self.seconds[name],self.calls[name] = 0.,0
@@ -141,11 +145,11 @@ class PythonTimer(Callback):
         for name,(owner,f) in self.originals.items(): setattr(owner, name, f)
 
 
-def python_time(dls)->dict:
+def python_time(dls, module=fbn, batchnorm:str='window', only:tuple=())->dict:
     "One timed training epoch of the ResNet-18 with `'window'`: the Python seconds of `WindowBatchNorm` per micro-batch"
-    timer = PythonTimer()
+    timer = PythonTimer(module, only)
     try:
-        learn = learner(dls, resnet18, 'window')
+        learn = learner(dls, resnet18, batchnorm)
         learn.add_cb(timer)
         epoch(learn)
         for name in timer.seconds: timer.seconds[name],timer.calls[name] = 0.,0
@@ -183,6 +187,18 @@ def python_alone(micro_batches_per_window:int=8)->dict:
     per_mb = n_layers*check + done + closed/micro_batches_per_window
     return dict(check_extra_us=check*1e6, micro_batch_done_us=done*1e6, window_closed_us=closed*1e6,
                 layers=n_layers, micro_batches_per_window=micro_batches_per_window, per_micro_batch_ms=per_mb*1e3)
+
+
+def old_version(rev:str):
+    "The `fastaccum.batchnorm` of git revision `rev`, made the one `GradientAccumulation` uses"
+    import importlib.util, subprocess, tempfile, fastaccum.accumulate as acc
+    path = Path(tempfile.mkdtemp())/'batchnorm_old.py'
+    path.write_text(subprocess.run(['git', 'show', f'{rev}:fastaccum/batchnorm.py'], cwd=root, check=True,
+                                   capture_output=True, text=True).stdout)
+    spec = importlib.util.spec_from_file_location('fastaccum.batchnorm_old', path)
+    old = importlib.util.module_from_spec(spec); spec.loader.exec_module(old)
+    acc.fit_batchnorm,acc.WindowBatchNorm = old.fit_batchnorm,old.WindowBatchNorm
+    return old
 
 
 def side_by_side(dls, make, rounds:int, gpu:bool=False, accum_bs:int=128)->dict:
@@ -235,6 +251,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--rounds', type=int, default=6, help='timed rounds of three epochs (6: each order once)')
     p.add_argument('--gpu', action='store_true', help='the epoch ratio on a GPU (torchvision needed)')
+    p.add_argument('--old', default=None,
+                   help="also time the Python of this git revision's WindowBatchNorm in an epoch")
     args = p.parse_args()
     if args.gpu: return gpu_main(args.rounds)
     torch.set_num_threads(1)
@@ -244,6 +262,16 @@ def main():
     print(json.dumps(ops), flush=True)
     py = python_time(dls)
     py['alone'] = python_alone()
+    # what PyTorch's own `_check_input_dim`, which a watched layer's replaces, takes timed the same way ('micro')
+    base = python_time(dls, batchnorm='micro', only=[(nn.BatchNorm2d, '_check_input_dim')])
+    py['pytorch_check_us'] = base['own_seconds']/base['calls']['_check_input_dim']*1e6
+    py['added_per_micro_batch_ms'] = (py['own_seconds']*1e6 - py['calls']['_check_input_dim']*py['pytorch_check_us']
+                                      )/py['micro_batches']/1e3
+    if args.old:   # (the same accounting, the same machine and load, for the version before)
+        dls_old,old = data(16*16),old_version(args.old)
+        py['old'] = dict(python_time(dls_old, old), rev=args.old)
+        import fastaccum.accumulate as acc_module
+        acc_module.fit_batchnorm,acc_module.WindowBatchNorm = fbn.fit_batchnorm,fbn.WindowBatchNorm
     print(json.dumps(py), flush=True)
     rounds = side_by_side(dls, resnet18, args.rounds)
     acc = dict(train_seconds=py['train_seconds'], own_seconds=py['own_seconds'], dispatch_seconds=0., hooked_calls=0,
@@ -270,10 +298,15 @@ def main():
         f"over the {al['micro_batches_per_window']} micro-batches of a window: **{al['per_micro_batch_ms']:.3f} ms "
         "per micro-batch** (target: at most 0.2 ms; 1.6 ms with the hooks before).", '',
         "The same in a training epoch, every call of `WindowBatchNorm`'s methods and of the layers' `_check_input_dim` "
-        "timed in CPU time (an upper bound: the timer's own calls, about 1 us each, PyTorch's own check, and the "
-        f"machine's load are in it): {py['own_seconds']*1e3:.1f} ms in a training phase of "
+        "timed in CPU time (an upper bound: the timer's own calls, PyTorch's own check, and the machine's load are in "
+        f"it): {py['own_seconds']*1e3:.1f} ms in a training phase of "
         f"{py['train_seconds']:.2f} s, {py['per_micro_batch_ms']:.3f} ms per micro-batch ({acc['share']:.2%} of it). "
-        f"By method: {by_method}.", '',
+        f"By method: {by_method}. PyTorch's own `_check_input_dim`, which a watched layer's replaces, timed the same "
+        f"way in a `'micro'` epoch: {py['pytorch_check_us']:.1f} us a call; without it, "
+        f"**{py['added_per_micro_batch_ms']:.3f} ms per micro-batch** added." + (
+        f" The version before ({py['old']['rev']}, hooks), timed the same way in the "
+        f"same run: {py['old']['per_micro_batch_ms']:.3f} ms per micro-batch (its hooks' dispatch not counted)."
+        if 'old' in py else ''), '',
         '## Epochs timed side by side', '',
         f"{args.rounds} rounds of three ResNet-18 epochs, `'window'`, `'micro'` and a second `'micro'` learner (the "
         'same work: its ratio is the noise of a ratio here), in each of the six orders in turn, after one warm-up '

@@ -137,7 +137,9 @@ def _check_input_dim(layer, x):
     wbn = link.wbn
     if wbn is None: return _unwatch(layer)   # (a copy of the layer, made while it was watched)
     if not layer.training:   # (eval mode: its own running statistics)
-        if 'running_mean' in d: del d['running_mean'], d['running_var'], d['num_batches_tracked']
+        if 'running_mean' in d:
+            del d['running_mean'], d['running_var'], d['num_batches_tracked']
+            d['momentum'] = link.momentum
         return
     i = link.i
     if wbn._lazy and i in wbn._lazy: wbn._lay_out()   # (a lazy layer's first forward: its channels are known now)
@@ -148,7 +150,9 @@ def _check_input_dim(layer, x):
         wbn._calls[i] = k + 1
         calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
         calls.counts[i],calls.minus[i] = n,(wbn._synced_share(layer) if wbn._sync[i] else 1.)
-    d['running_mean'],d['running_var'],d['num_batches_tracked'] = calls.means[i],calls.vars[i],wbn._nbt
+    # momentum 1: the kernel writes the call's mean and unbiased variance (set here, so that a subclass whose forward
+    # does not call `_check_input_dim` keeps PyTorch's own update)
+    d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
 
 # %% ../nbs/15_batchnorm.ipynb #c4115a01
 def _moved(old, new, old_widths:list, widths:list):
@@ -161,8 +165,10 @@ def _moved(old, new, old_widths:list, widths:list):
 class _Calls:
     """The statistics of one call number (each layer's first call in a forward, or its second...): the flat buffers
     every layer's kernel writes that call's mean and unbiased variance into, and their sums over the window"""
-    def __init__(self, widths:list, device, dtype):
+    def __init__(self, widths:list, device, dtype, wide):
         total = sum(widths)
+        # (room for the gathering's float64 copies, mean², so that a micro-batch allocates nothing)
+        self.room = torch.empty(3, total, device=device, dtype=wide).unbind()
         self.mean,self.var = (torch.zeros(total, device=device, dtype=dtype),
                               torch.ones(total, device=device, dtype=dtype))
         self.means,self.vars = list(self.mean.split(widths)),list(self.var.split(widths))
@@ -181,7 +187,7 @@ class _Calls:
 
     def laid_out(self, widths:list, old_widths:list):
         "These statistics, laid out for `widths` (a lazy layer's channels became known)"
-        new = _Calls(widths, self.mean.device, self.mean.dtype)
+        new = _Calls(widths, self.mean.device, self.mean.dtype, self.room[0].dtype)
         _moved(self.mean, new.mean, old_widths, widths); _moved(self.var, new.var, old_widths, widths)
         for into in ('window', 'pending'):
             old = getattr(self, into)
@@ -226,9 +232,7 @@ class WindowBatchNorm(WindowListener):
         self._lay_out()
         for i,layer in enumerate(self.layers):
             d = vars(layer)
-            # momentum 1: each training call's kernel writes that call's mean and unbiased variance
-            d['_window_bn'],d['momentum'] = _Link(self, i, layer.momentum),1.
-            d['_check_input_dim'] = MethodType(_check_input_dim, layer)
+            d['_window_bn'],d['_check_input_dim'] = _Link(self, i, layer.momentum),MethodType(_check_input_dim, layer)
         return self
 
     def remove(self):
@@ -268,14 +272,14 @@ def _lay_out(self:WindowBatchNorm):
     self._lazy = {i for i,l in enumerate(self.layers) if is_lazy(l.running_mean)}
     self._widths_now,self._total = widths,sum(widths)
     self._widths_t = torch.tensor(widths, device=self.device)
-    self._trash = _Calls(widths, self.device, self.dtype)   # (where calls that do not count write)
+    self._trash = _Calls(widths, self.device, self.dtype, self._wide)   # (where calls that do not count write)
     self._slots = [c.laid_out(widths, old) for c in self._slots] if old is not None else []
     self._factors = None
 
 @patch
 def _new_slot(self:WindowBatchNorm)->_Calls:
     "Storage for one more call number (a layer called once more in a forward than so far)"
-    self._slots.append(_Calls(self._widths_now, self.device, self.dtype))
+    self._slots.append(_Calls(self._widths_now, self.device, self.dtype, self._wide))
     return self._slots[-1]
 
 @patch
@@ -322,10 +326,11 @@ def _gather(self:WindowBatchNorm, calls:_Calls, into:str):
     n,nm1 = self._weights(calls)
     if getattr(calls, into) is None: calls.keep(into, torch.zeros(3, self._total, dtype=self._wide, device=self.device))
     count,s1,s2 = getattr(calls, into + '_rows')
-    mean,var = calls.mean.to(self._wide),calls.var.to(self._wide)
-    if calls.gaps: mean,var = mean.nan_to_num(0., 0., 0.),var.nan_to_num(0., 0., 0.)   # (stale: weighed by 0)
+    mean,var,square = calls.room
+    mean.copy_(calls.mean); var.copy_(calls.var)
+    if calls.gaps: mean.nan_to_num_(0., 0., 0.); var.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
     count.add_(n); s1.addcmul_(n, mean)
-    s2.addcmul_(nm1, var).addcmul_(n, mean.square())   # (n-1)*var + n*mean² = M2 + n*mean²
+    s2.addcmul_(nm1, var).addcmul_(n, torch.mul(mean, mean, out=square))   # (n-1)*var + n*mean² = M2 + n*mean²
     (calls.held if into == 'window' else calls.pending_held).update(calls.has)
 
 @patch
