@@ -8,17 +8,18 @@ Docs: https://fastaccum.github.io/fastaccum/batchnorm.html.md"""
 from __future__ import annotations
 import warnings
 from contextlib import contextmanager
-from functools import partial
 from itertools import accumulate
+from types import MethodType
 import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.parameter import is_lazy
 from fastcore.basics import patch
 from .parts import WindowListener
 
 # %% auto #0
-__all__ = ['batch_moments', 'saved_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm',
-           'batchnorm_warning', 'BatchNormWarning', 'fit_batchnorm']
+__all__ = ['batch_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm', 'batchnorm_warning',
+           'BatchNormWarning', 'fit_batchnorm']
 
 # %% ../nbs/15_batchnorm.ipynb #f2dc60da
 def batch_moments(
@@ -42,37 +43,18 @@ def batch_moments(
     mean = x.mean(dims, keepdim=True)
     return n,mean.flatten(),(x - mean).square_().sum(dims)
 
-# %% ../nbs/15_batchnorm.ipynb #ce406bea
-def saved_moments(
-    output:torch.Tensor, # A BatchNorm layer's output, from a training-mode forward
-    x:torch.Tensor, # Its input
-)->tuple|None:
-    "Per-channel (count, mean, invstd, eps) of `x` as PyTorch's BatchNorm kernel saved them for the backward, or None"
-    fn = output.grad_fn
-    if fn is None or type(fn).__name__ != 'NativeBatchNormBackward0': return None
-    mean,invstd = getattr(fn, '_saved_result1', None),getattr(fn, '_saved_result2', None)
-    if mean is None or invstd is None or mean.shape != x.shape[1:2]: return None
-    return x.numel()//x.shape[1],mean,invstd,fn._saved_eps
-
 # %% ../nbs/15_batchnorm.ipynb #334a8761
 def combine_moments(
-    parts:list, # Each set's (count, mean, M2), or (count, mean, invstd, eps) from `saved_moments` (one eps for all)
+    parts:list, # Each set's (count, mean, M2)
 )->tuple|None:
     "(count, mean, M2) of all the sets of values together, in float64; None when they hold no values"
     parts = [p for p in parts if p[0]]
     if not parts: return None
-    saved,computed = [p for p in parts if len(p) == 4],[p for p in parts if len(p) == 3]
-    parts,device = saved + computed,parts[0][1].device
+    device = parts[0][1].device
     n,wide = sum(p[0] for p in parts),_wide(device)
-    # (non_blocking: no wait for the device)
     counts = torch.tensor([float(p[0]) for p in parts], dtype=wide).to(device, non_blocking=True)
     means = torch.stack([p[1] for p in parts]).to(wide)   # (sets, channels)
-    variances = []   # each set's biased variance
-    if saved:   # 1/invstd² - eps
-        variances.append(torch.stack([p[2] for p in saved]).to(wide).pow_(-2).sub_(saved[0][3]).clamp_(min=0))
-    if computed:   # M2/n
-        variances.append(torch.stack([p[2] for p in computed]).to(wide).div_(counts[len(saved):, None]))
-    var = variances[0] if len(variances) == 1 else torch.cat(variances)
+    var = torch.stack([p[2] for p in parts]).to(wide).div_(counts[:, None])   # each set's biased variance, M2/n
     mean = torch.mv(means.T, counts).div_(n)
     return n,mean,torch.mv(var.add_((means - mean).square_()).T, counts)   # M2 = sum of n_i*(var_i + (mean_i - mean)²)
 
@@ -129,16 +111,103 @@ def _in_backward()->bool:
     "Whether autograd runs a backward in this thread (where activation checkpointing recomputes forwards)"
     return _graph_task_id is not None and _graph_task_id() != -1
 
+_SHADOWS = ('running_mean', 'running_var', 'num_batches_tracked')
+
+class _Link:
+    "A watched layer's link to its `WindowBatchNorm`; a copy of the layer gets an empty one, and puts itself back"
+    __slots__ = ('wbn', 'i', 'momentum')
+    def __init__(self, wbn, i, momentum): self.wbn,self.i,self.momentum = wbn,i,momentum
+    def __copy__(self): return _Link(None, None, self.momentum)
+    def __deepcopy__(self, memo): return self.__copy__()
+
+def _unwatch(layer):
+    "Put `layer` back as it was: its own running buffers, momentum and `_check_input_dim`"
+    d = vars(layer)
+    for name in _SHADOWS: d.pop(name, None)
+    link = d.pop('_window_bn', None)
+    d.pop('_check_input_dim', None)
+    if link is not None: d['momentum'] = link.momentum
+
+def _check_input_dim(layer, x):
+    """A watched layer's `_check_input_dim`, which its forward calls first: PyTorch's check, then (in training mode)
+    point the layer's running buffers at the window's for this call, and count its values"""
+    type(layer)._check_input_dim(layer, x)
+    d = layer.__dict__
+    link = d['_window_bn']
+    wbn = link.wbn
+    if wbn is None: return _unwatch(layer)   # (a copy of the layer, made while it was watched)
+    if not layer.training:   # (eval mode: its own running statistics)
+        if 'running_mean' in d:
+            del d['running_mean'], d['running_var'], d['num_batches_tracked']
+            d['momentum'] = link.momentum
+        return
+    i = link.i
+    if wbn._lazy and i in wbn._lazy: wbn._lay_out()   # (a lazy layer's first forward: its channels are known now)
+    n = x.numel()//x.shape[1] if x.shape[1] else 0
+    if wbn._paused or not n or _in_backward(): calls = wbn._trash   # (a call the large batch does not make)
+    else:
+        k = wbn._calls[i]
+        wbn._calls[i] = k + 1
+        calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
+        calls.counts[i],calls.minus[i] = n,(wbn._synced_share(layer) if wbn._sync[i] else 1.)
+    # momentum 1: the kernel writes the call's mean and unbiased variance (set here, so that a subclass whose forward
+    # does not call `_check_input_dim` keeps PyTorch's own update)
+    d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
+
+# %% ../nbs/15_batchnorm.ipynb #c4115a01
+def _moved(old, new, old_widths:list, widths:list):
+    "`new` with each layer's slice of `old` (along the last dimension) where the layer's width is unchanged"
+    if old is None: return None
+    for o,n,ow,w in zip(old.split(old_widths, -1), new.split(widths, -1), old_widths, widths):
+        if ow == w: n.copy_(o)
+    return new
+
+class _Calls:
+    """The statistics of one call number (each layer's first call in a forward, or its second...): the flat buffers
+    every layer's kernel writes that call's mean and unbiased variance into, and their sums over the window"""
+    def __init__(self, widths:list, device, dtype, wide):
+        total = sum(widths)
+        # (room for the gathering's float64 copies, mean², so that a micro-batch allocates nothing)
+        self.room = torch.empty(3, total, device=device, dtype=wide).unbind()
+        self.mean,self.var = (torch.zeros(total, device=device, dtype=dtype),
+                              torch.ones(total, device=device, dtype=dtype))
+        self.means,self.vars = list(self.mean.split(widths)),list(self.var.split(widths))
+        # this micro-batch's (or piece's): each layer's values per channel (0: no call), and what the unbiased
+        # variance's n-1 takes off n (1; 1/processes for a SyncBatchNorm that synchronized)
+        self.counts,self.minus = [0]*len(widths),[0.]*len(widths)
+        # (3, channels) float64: the sums of n, n*mean and (n-1)*var + n*mean² over the window's kept micro-batches,
+        # and over the micro-batch's earlier pieces; the layers each holds
+        self.window,self.pending,self.held,self.pending_held = None,None,set(),set()
+        self.key = None   # (the counts `weights` were made for)
+
+    def keep(self, into:str, sums):
+        "Hold `sums` as the window's (`into='window'`) or the pieces' (`'pending'`), and its rows (no operation later)"
+        setattr(self, into, sums)
+        setattr(self, into + '_rows', None if sums is None else sums.unbind())
+
+    def laid_out(self, widths:list, old_widths:list):
+        "These statistics, laid out for `widths` (a lazy layer's channels became known)"
+        new = _Calls(widths, self.mean.device, self.mean.dtype, self.room[0].dtype)
+        _moved(self.mean, new.mean, old_widths, widths); _moved(self.var, new.var, old_widths, widths)
+        for into in ('window', 'pending'):
+            old = getattr(self, into)
+            new.keep(into, None if old is None else _moved(old, old.new_zeros(3, sum(widths)), old_widths, widths))
+        new.counts,new.minus,new.held,new.pending_held = self.counts,self.minus,self.held,self.pending_held
+        return new
+
+    def reset(self):
+        "Forget this micro-batch's (or piece's) counts"
+        n = len(self.counts)
+        self.counts,self.minus = [0]*n,[0.]*n
+
+# %% ../nbs/15_batchnorm.ipynb #c4115a02
 class WindowBatchNorm(WindowListener):
     """Update BatchNorm's running statistics once per window (per call, for a layer a forward calls more than once),
     from the window's exact mean and unbiased variance, as one forward of the large batch would"""
     def __init__(self,
         model:nn.Module|None=None, # The model to watch now (or a callback with `learn.model`); else `start` one later
     ):
-        self.model,self.layers,self.names,self._handles,self._off = None,[],[],[],set()
-        # per layer: the (call, moments) of its training forwards in this micro-batch, and the window's moments by
-        # call ([call][micro-batch])
-        self._pending,self._window = [],[]
+        self.model,self.layers,self.names,self._slots,self._trash = None,[],[],[],None
         # each layer's calls so far in this micro-batch (or piece of one); the depth of `paused`
         self._calls,self._paused = [],0
         if model is not None: self.start(model)
@@ -146,75 +215,135 @@ class WindowBatchNorm(WindowListener):
     def start(self,
         model:nn.Module|None=None, # The model to watch (or an accumulation callback): default, the last one
     ):
-        "Hook the model's BatchNorm layers that track running statistics (`batchnorm_layers`), forgetting what was held"
+        "Watch the model's BatchNorm layers that track running statistics (`batchnorm_layers`), forgetting what is held"
         self.remove()
         if model is not None: self.model = _model_of(model)
         if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
         layers = batchnorm_layers(self.model)
         self.names,self.layers = list(layers),list(layers.values())
-        self._pending,self._window = [[] for _ in self.layers],[[] for _ in self.layers]
+        if not self.layers: return self
+        self.device,self.dtype = _one_place(self.layers)
+        self._wide = _wide(self.device)
+        self._sync = [isinstance(l, nn.SyncBatchNorm) for l in self.layers]
         self._calls = [0]*len(self.layers)
+        # the user's momentum (None: the cumulative average), and the per-forward counter the kernel path adds to
+        self._momenta = [l.momentum for l in self.layers]
+        self._nbt = torch.zeros((), dtype=torch.long, device=self.device)
+        self._lay_out()
         for i,layer in enumerate(self.layers):
-            self._handles += [layer.register_forward_pre_hook(partial(self._before, i)),
-                              layer.register_forward_hook(partial(self._after, i), always_call=True)]
+            d = vars(layer)
+            d['_window_bn'],d['_check_input_dim'] = _Link(self, i, layer.momentum),MethodType(_check_input_dim, layer)
         return self
 
     def remove(self):
-        """Remove the hooks, put back every flag they turned off (after an interrupted forward too), and forget
-        everything; safe to call again"""
-        for h in self._handles: h.remove()
-        for i in self._off: self.layers[i].track_running_stats = True
-        self._handles,self._off,self.layers,self.names,self._pending,self._window = [],set(),[],[],[],[]
-        self._calls = []
-
-    # -- the hot path: every forward of a hooked layer
-    def _before(self, i, layer, args):
-        "In training mode: normalize with the micro-batch as PyTorch does, but keep the running statistics out of it"
-        if layer.training and layer.track_running_stats:
-            layer.track_running_stats = False   # `_BatchNorm.forward` then passes no running buffers, counts no batch
-            self._off.add(i)
-
-    def _after(self, i, layer, args, output):
-        """Put the flag back (even when the forward raised: `output` is then None), and keep the call's moments,
-        numbered in the micro-batch"""
-        if i not in self._off: return
-        layer.track_running_stats = True
-        self._off.discard(i)
-        if output is None or not args or self._paused: return
-        if _in_backward(): return   # (a recomputation by activation checkpointing)
-        call = self._calls[i]
-        self._calls[i] = call + 1
-        self._pending[i].append((call, saved_moments(output, args[0]) or batch_moments(args[0])))
+        """Put every layer back as it was (its own buffers, momentum and methods; after an interrupted forward too),
+        and forget everything; safe to call again"""
+        for layer in self.layers:
+            link = vars(layer).get('_window_bn')
+            if link is not None and link.wbn is self: _unwatch(layer)
+        self.layers,self.names,self._slots,self._trash,self._calls = [],[],[],None,[]
 
     @property
     def held(self)->bool:
         "Whether the window holds statistics of some layer"
-        return any(self._window)
+        return any(c.held for c in self._slots)
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
+
+# %% ../nbs/15_batchnorm.ipynb #c4115a03
+def _one_place(layers)->tuple:
+    "The device and dtype of the layers' running statistics (one of each)"
+    places = {(l.running_mean.device, l.running_mean.dtype) for l in layers}
+    if len(places) > 1: raise ValueError(
+        f'WindowBatchNorm needs the BatchNorm layers\' running statistics on one device in one dtype, found {places}. '
+        "Pass batchnorm='micro' (PyTorch's update at every micro-batch) for such a model.")
+    return places.pop()
+
+@patch
+def _widths(self:WindowBatchNorm)->list:
+    "Each layer's channels (0 for a lazy layer not yet initialized)"
+    return [0 if is_lazy(l.running_mean) else l.running_mean.numel() for l in self.layers]
+
+@patch
+def _lay_out(self:WindowBatchNorm):
+    "Lay the layers' channels out in flat buffers (again, once a lazy layer's channels are known)"
+    old,widths = getattr(self, '_widths_now', None),self._widths()
+    self._lazy = {i for i,l in enumerate(self.layers) if is_lazy(l.running_mean)}
+    self._widths_now,self._total = widths,sum(widths)
+    self._widths_t = torch.tensor(widths, device=self.device)
+    self._trash = _Calls(widths, self.device, self.dtype, self._wide)   # (where calls that do not count write)
+    self._slots = [c.laid_out(widths, old) for c in self._slots] if old is not None else []
+    self._factors = None
+
+@patch
+def _new_slot(self:WindowBatchNorm)->_Calls:
+    "Storage for one more call number (a layer called once more in a forward than so far)"
+    self._slots.append(_Calls(self._widths_now, self.device, self.dtype, self._wide))
+    return self._slots[-1]
+
+@patch
+def _synced_share(self:WindowBatchNorm, layer)->float:
+    "What a `SyncBatchNorm` call's n-1 takes off its own n: 1/processes where it synchronizes (as its forward decides)"
+    dist = torch.distributed
+    if not (layer.training and dist.is_available() and dist.is_initialized()): return 1.
+    world = dist.get_world_size(layer.process_group or dist.group.WORLD)
+    return 1/world if world > 1 else 1.
 
 # %% ../nbs/15_batchnorm.ipynb #65c958f8
 @patch
 def micro_batch_done(self:WindowBatchNorm,
     kept:bool, # Whether the micro-batch's backward went into the window
 ):
-    """The micro-batch is over: add what its forwards recorded (all of them, since the last call) to the window's
-    statistics if `kept`, else forget it"""
-    for pending,calls in zip(self._pending, self._window):
-        if not pending: continue
-        # a layer's k-th call in a forward joins the window's k-th calls: no tensor operation until the window closes
+    """The micro-batch is over: add what its calls wrote (and its earlier pieces') to the window's sums if `kept`,
+    else forget it"""
+    used = max(self._calls, default=0)
+    for k,calls in enumerate(self._slots):
         if kept:
-            for call,moments in pending:
-                if call >= len(calls): calls += [[] for _ in range(call + 1 - len(calls))]
-                calls[call].append(moments)
-        pending.clear()
-    self.new_piece()
+            if k < used: self._gather(calls, 'window')
+            if calls.pending is not None:
+                if calls.window is None: calls.keep('window', calls.pending)
+                else: calls.window.add_(calls.pending)
+                calls.held |= calls.pending_held
+        if k < used: calls.reset()
+        calls.pending_held = set()
+        if calls.pending is not None: calls.keep('pending', None)
+    self._calls = [0]*len(self.layers)
 
 @patch
 def new_piece(self:WindowBatchNorm):
     "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0 again"
+    used = max(self._calls, default=0)
+    for calls in self._slots[:used]:
+        self._gather(calls, 'pending')
+        calls.reset()
     self._calls = [0]*len(self.layers)
+@patch
+@torch.no_grad()
+def _gather(self:WindowBatchNorm, calls:_Calls, into:str):
+    """Add what this call number's kernels wrote, each layer's weighted by its values, to the window's sums
+    (`into='window'`) or the micro-batch's earlier pieces' (`'pending'`)"""
+    n,nm1 = self._weights(calls)
+    if getattr(calls, into) is None: calls.keep(into, torch.zeros(3, self._total, dtype=self._wide, device=self.device))
+    count,s1,s2 = getattr(calls, into + '_rows')
+    mean,var,square = calls.room
+    mean.copy_(calls.mean); var.copy_(calls.var)
+    if calls.gaps: mean.nan_to_num_(0., 0., 0.); var.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
+    count.add_(n); s1.addcmul_(n, mean)
+    s2.addcmul_(nm1, var).addcmul_(n, torch.mul(mean, mean, out=square))   # (n-1)*var + n*mean² = M2 + n*mean²
+    (calls.held if into == 'window' else calls.pending_held).update(calls.has)
+
+@patch
+def _weights(self:WindowBatchNorm, calls:_Calls)->tuple:
+    "Per channel, each layer's values n in this call number, and n-1 (made again only when the counts change)"
+    key = (tuple(calls.counts), tuple(calls.minus))
+    if key != calls.key:
+        per_layer = torch.tensor([calls.counts, [n - m if n else 0. for n,m in zip(*key)]], dtype=self._wide)
+        per_channel = per_layer.to(self.device, non_blocking=True).repeat_interleave(
+            self._widths_t, dim=1, output_size=self._total)
+        calls.key,calls.n,calls.nm1 = key,per_channel[0],per_channel[1]
+        calls.gaps,calls.has = 0 in calls.counts,{i for i,n in enumerate(calls.counts) if n}
+    return calls.n,calls.nm1
 
 @patch
 def paused(self:WindowBatchNorm):
@@ -230,78 +359,109 @@ def _paused(wbn):
 
 # %% ../nbs/15_batchnorm.ipynb #6ebf6024
 @patch
+@torch.no_grad()
 def window_closed(self:WindowBatchNorm, window=None):
     """The window stepped: update each layer's running statistics from the window's (over every process, for
     `SyncBatchNorm`), once per call in a forward (once for most layers), then empty the window"""
-    window = self._all_reduce_sync_batchnorms([[combine_moments(parts) for parts in calls] for calls in self._window])
-    for layer,calls in zip(self.layers, window):
-        for w in calls:   # in call order, as the large batch's forward
-            if w is not None: update_running_stats(layer, *w)
+    self._all_reduce_sync_batchnorms()
+    for calls in self._slots:   # in call order, as the large batch's forward
+        if calls.held: self._update(calls)
     self.window_dropped()
 
 @patch
 def window_dropped(self:WindowBatchNorm):
     "The window was dropped (nothing stepped): forget its statistics"
-    self._window = [[] for _ in self.layers]
+    for calls in self._slots:
+        calls.held = set()
+        if calls.window is not None: calls.keep('window', None)
 
 @patch
-def _all_reduce_sync_batchnorms(self:WindowBatchNorm,
-    window:list, # Per layer, the (count, mean, M2) of each of its calls in this process's window (None: no values)
-)->list:
-    "Under torch.distributed: each `SyncBatchNorm` layer's window over all processes of its group (see 'Under DDP')"
+def _update(self:WindowBatchNorm, calls:_Calls):
+    """Move the running statistics of the layers this call number holds once, by PyTorch's rule, to the window's
+    mean and unbiased variance (M2/(n-1)), all layers at once"""
+    count,s1,s2 = calls.window_rows
+    mean = s1/count.clamp(min=1)
+    var = (s2 - s1*mean).div_((count - 1).clamp_(min=1)).clamp_(min=0)
+    bufs = [l._buffers for l in self.layers]
+    nbts = [b['num_batches_tracked'] for b in bufs]
+    on = tuple(i in calls.held for i in range(len(bufs)))
+    torch._foreach_add_(nbts, [int(o) for o in on])
+    factor = self._factor(on, nbts)
+    for name,stat in (('running_mean', mean), ('running_var', var)):
+        real = [b[name] for b in bufs]
+        flat = torch.cat(real).lerp_(stat.to(self.dtype), factor)   # (1-f)*running + f*stat
+        torch._foreach_copy_(real, flat.split(self._widths_now))
+
+@patch
+def _factor(self:WindowBatchNorm,
+    on:tuple, # Per layer, whether it is updated
+    nbts:list, # Their `num_batches_tracked`, counted already
+)->torch.Tensor:
+    "Per channel, the update's factor: the layer's momentum, 1/num_batches_tracked with momentum=None; 0 if not `on`"
+    if self._factors is None or self._factors[0] != on:
+        base = [m if o and m is not None else 0. for m,o in zip(self._momenta, on)]
+        cumulative = [float(o and m is None) for m,o in zip(self._momenta, on)]
+        t = torch.tensor([base, cumulative], dtype=self.dtype).to(self.device, non_blocking=True)
+        fixed = None if any(cumulative) else t[0].repeat_interleave(self._widths_t, output_size=self._total)
+        self._factors = (on, t, fixed)
+    _,t,fixed = self._factors
+    if fixed is not None: return fixed   # (no momentum=None among them: the same factors at every step)
+    f = torch.addcdiv(t[0], t[1], torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
+    return f.repeat_interleave(self._widths_t, output_size=self._total)
+
+@patch
+def _all_reduce_sync_batchnorms(self:WindowBatchNorm):
+    "Under torch.distributed: each `SyncBatchNorm` layer's window sums, added up over the processes of its group"
     dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()): return window
+    if not (any(self._sync) and dist.is_available() and dist.is_initialized()): return
     groups = []   # [(process group, [layer indices])], in the layers' order: the same in every process
     for i,layer in enumerate(self.layers):
-        if not isinstance(layer, nn.SyncBatchNorm): continue
+        if not self._sync[i]: continue
         same = [g for g in groups if g[0] is layer.process_group]
         if same: same[0][1].append(i)
         else: groups.append((layer.process_group, [i]))
-    for group,idx in groups: self._all_reduce_group(window, group, idx)
-    return window
+    for group,idx in groups: self._all_reduce_group(group, idx)
 
 @patch
 @torch.no_grad()
 def _all_reduce_group(self:WindowBatchNorm,
-    window:list, # Per layer, its calls' (count, mean, M2) in this process's window, or None: these layers' are replaced
-    group, # Their process group (None: the default)
-    idx:list, # Their places in `self.layers`
+    group, # The process group (None: the default)
+    idx:list, # The places of its layers in `self.layers`
 ):
-    "Two all-reduces: each layer's calls (the most of any process), then float64 (count, sum, sum of squares) per call"
-    device = self.layers[idx[0]].running_mean.device
-    calls = torch.tensor([len(window[i]) for i in idx], device=device)   # (a process may have seen no call of a layer)
-    torch.distributed.all_reduce(calls, op=torch.distributed.ReduceOp.MAX, group=group)
-    # (layer, call) pairs, the same list in every process
-    entries = [(i, k) for i,c in zip(idx, calls.tolist()) for k in range(c)]
-    if not entries: return
-    parts = []
-    for i,k in entries:
-        w,c = (window[i][k] if k < len(window[i]) else None),self.layers[i].num_features
-        if w is None: parts.append(torch.zeros(1 + 2*c, dtype=torch.float64, device=device))
-        else:
-            n,mean,m2 = w
-            mean,m2 = mean.to(device, torch.float64),m2.to(device, torch.float64)
-            parts += [torch.full((1,), float(n), dtype=torch.float64, device=device), mean*n, m2 + mean.square()*n]
-    flat = torch.cat(parts)
-    torch.distributed.all_reduce(flat, group=group)
-    sizes = [self.layers[i].num_features for i,_ in entries]
-    starts = [0, *accumulate(1 + 2*c for c in sizes[:-1])]
-    for i in idx: window[i] = []
-    # reads the counts (with the calls': two reads a step)
-    for (i,k),c,at,n in zip(entries, sizes, starts, flat[starts].tolist()):
-        mean = flat[at+1:at+1+c]/n if n else None
-        window[i].append((round(n), mean, (flat[at+1+c:at+1+2*c] - mean.square()*n).clamp_(min=0)) if n else None)
+    "Two all-reduces: the call numbers (the most of any process), then the float64 sums of each; a read of who holds"
+    dist = torch.distributed
+    calls = torch.tensor([len(self._slots)], device=self.device)
+    dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
+    while len(self._slots) < calls.item(): self._new_slot()
+    starts = [0, *accumulate(self._widths_now)]
+    cols = torch.cat([torch.arange(starts[i], starts[i+1], device=self.device) for i in idx])
+    for c in self._slots:
+        if c.window is None: c.keep('window', torch.zeros(3, self._total, dtype=self._wide, device=self.device))
+    flat = torch.stack([c.window[:, cols] for c in self._slots])   # (call numbers, 3, channels of the group)
+    dist.all_reduce(flat, group=group)
+    firsts = list(accumulate([0] + [self._widths_now[i] for i in idx[:-1]]))   # (each layer's first column)
+    for c,sums,held in zip(self._slots, flat, (flat[:, 0, firsts] > 0).tolist()):
+        c.window[:, cols] = sums
+        for i,h in zip(idx, held):
+            if h: c.held.add(i)
+            else: c.held.discard(i)
 
 # %% ../nbs/15_batchnorm.ipynb #acbdd3eb
 @patch
 def state_dict(self:WindowBatchNorm)->dict:
     """The window's statistics, by layer name and call in a forward, on the CPU:
     {name: [{'count', 'mean', 'm2'} or None, ...]}"""
-    state = {}
-    for name,calls in zip(self.names, self._window):
-        window = [combine_moments(parts) for parts in calls]
-        if any(w is not None for w in window):
-            state[name] = [None if w is None else dict(count=w[0], mean=w[1].cpu(), m2=w[2].cpu()) for w in window]
+    state,starts = {},[0, *accumulate(self._widths_now or [])]
+    for i,name in enumerate(self.names):
+        calls = []
+        for c in self._slots:
+            if i not in c.held: calls.append(None); continue
+            count,s1,s2 = c.window[:, starts[i]:starts[i+1]].cpu()
+            n = round(count[0].item())
+            mean = s1/n
+            calls.append(dict(count=n, mean=mean, m2=(s2 - s1*mean).clamp_(min=0)))
+        while calls and calls[-1] is None: calls.pop()
+        if calls: state[name] = calls
     return state
 
 @patch
@@ -314,20 +474,27 @@ def load_state_dict(self:WindowBatchNorm,
         raise ValueError('WindowBatchNorm.load_state_dict: this model has no BatchNorm layer tracking running '
                          f'statistics called {unknown} (it has {self.names}). '
                          'Load the state into the model it came from.')
-    self.window_dropped()
-    for i,name in enumerate(self.names):
-        if name not in state: continue
-        layer = self.layers[i]
-        device = layer.running_mean.device
+    for name,calls in state.items():
+        i = self.names.index(name)
         # (a dict: one call, the form before calls were told apart)
-        calls = [state[name]] if isinstance(state[name], dict) else state[name]
+        calls = [calls] if isinstance(calls, dict) else calls
         if not isinstance(calls, (list, tuple)):
             raise ValueError(f"WindowBatchNorm.load_state_dict: `{name}` must hold a list of calls (each None or a "
                              f"dict of 'count', 'mean', 'm2'), got {type(calls).__name__}.")
-        for s in calls: _check_moments(name, s, layer.num_features)
-        wide = _wide(device)
-        self._window[i] = [[] if s is None else [(s['count'], s['mean'].to(device, wide), s['m2'].to(device, wide))]
-                           for s in calls]
+        for s in calls: _check_moments(name, s, self.layers[i].num_features)
+    self.window_dropped()
+    starts = [0, *accumulate(self._widths_now or [])]
+    for name,calls in state.items():
+        i = self.names.index(name)
+        for k,s in enumerate([calls] if isinstance(calls, dict) else calls):
+            while len(self._slots) <= k: self._new_slot()
+            if s is None: continue
+            c,n = self._slots[k],s['count']
+            if c.window is None: c.keep('window', torch.zeros(3, self._total, dtype=self._wide, device=self.device))
+            mean = s['mean'].to(self.device, self._wide)
+            c.window[:, starts[i]:starts[i+1]] = torch.stack([torch.full_like(mean, n), mean*n,
+                                                               s['m2'].to(self.device, self._wide) + mean.square()*n])
+            c.held.add(i)
 
 def _check_moments(name, s, channels):
     "One call's saved statistics: None, or a positive count and a mean and M2 with one value per channel"
@@ -348,19 +515,22 @@ def _check_moments(name, s, channels):
 def batchnorm_warning(
     batchnorm:str='window', # 'window': running statistics updated once per window; 'micro': PyTorch's, per micro-batch
     samples:int|None=None, # Samples in the window, for the message
+    tabular:bool=False, # A fastai `TabularModel` (`tabular_learner`'s): say how its config removes its BatchNorm layers
 )->str:
     "The once-per-fit warning for BatchNorm layers that see micro-batches: what is exact, what is not, and the remedy"
     if batchnorm not in ('window', 'micro'):
         raise ValueError(f"`batchnorm` must be 'window' or 'micro', got {batchnorm!r}. Pass batchnorm='window' "
                          "(running statistics of the window) or batchnorm='micro' (PyTorch's, per micro-batch).")
     seen = f'micro-batches of a window of {samples} samples' if samples else 'micro-batches of a larger window'
+    tab = (' In a tabular_learner, config=tabular_config(use_bn=False, bn_cont=False) removes its BatchNorm layers.'
+           if tabular else '')
     if batchnorm == 'window':
         return (f"BatchNorm layers see {seen}: their running statistics (used in eval mode) are the window's, but "
                 'training normalizes each micro-batch with its own statistics. Where that matters, use GroupNorm or '
-                'LayerNorm, or a larger micro-batch.')
+                'LayerNorm, or a larger micro-batch.' + tab)
     return (f"BatchNorm layers see {seen}: training normalizes each micro-batch with its own statistics, and "
             "batchnorm='micro' updates the running statistics at every micro-batch. Pass batchnorm='window' for the "
-            "window's running statistics.")
+            "window's running statistics." + tab)
 
 # %% ../nbs/15_batchnorm.ipynb #b480484d
 class BatchNormWarning(WindowListener):
@@ -368,11 +538,12 @@ class BatchNormWarning(WindowListener):
     def __init__(self,
         mode:str='window', # `GradientAccumulation`'s `batchnorm`: 'window' or 'micro'
         world_size:int=1, # Processes (the window's samples are counted over all of them)
-    ): self.mode,self.world_size,self.told = mode,world_size,False
+        tabular:bool=False, # The model is a fastai `TabularModel` (the warning says how to remove its BatchNorm layers)
+    ): self.mode,self.world_size,self.tabular,self.told = mode,world_size,tabular,False
 
     def window_closed(self, window):
         if self.told or window.samples <= window.last: return
-        warnings.warn(batchnorm_warning(self.mode, window.samples*self.world_size)
+        warnings.warn(batchnorm_warning(self.mode, window.samples*self.world_size, self.tabular)
                       + ' (warn_batchnorm=False silences this.)')
         self.told = True
 
@@ -381,7 +552,7 @@ def fit_batchnorm(model:nn.Module, # The Learner's model
                   warn:bool=True, # `warn_batchnorm`: say once what BatchNorm layers see of a window
                   world_size:int=1, # Processes
                   whole_batch_loss:bool=False, # GradCache's two passes (BatchNorm sees each micro-batch twice)
-                  releases=None, # The fit's `Releases` (the hooks' removal goes there)
+                  releases=None, # The fit's `Releases` (putting the layers back goes there)
                  )->list:
     "A fit's BatchNorm listeners: `WindowBatchNorm` (with 'window', where the model has such layers) and the warning"
     norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]   # (one walk of the model: at every fit)
@@ -391,7 +562,9 @@ def fit_batchnorm(model:nn.Module, # The Learner's model
         warnings.warn('whole_batch_loss with BatchNorm layers: they normalise each micro-batch with its own statistics '
                       "and see it twice (two forwards), so the gradient is not the whole batch's. Use LayerNorm or "
                       'GroupNorm. (warn_batchnorm=False silences this.)')
-    parts = [BatchNormWarning(mode, world_size)] if training and warn else []
+    tabular = any(type(m).__name__ == 'TabularModel' and type(m).__module__.startswith('fastai.')
+                  for m in model.modules())
+    parts = [BatchNormWarning(mode, world_size, tabular)] if training and warn else []
     # (`batchnorm_layers`' test: a layer that tracks running statistics)
     if mode != 'window' or not any(m.track_running_stats for m in norms): return parts
     wbn = WindowBatchNorm(model)
