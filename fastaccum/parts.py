@@ -7,12 +7,13 @@ Docs: https://fastaccum.github.io/fastaccum/parts.html.md"""
 # %% ../nbs/42_parts.ipynb #e152557d
 from __future__ import annotations
 import functools, weakref
+from typing import NamedTuple
 from fastai.learner import Learner
 from fastai.callback.core import CancelFitException
 
 # %% auto #0
-__all__ = ['STARTING', 'RUNNING', 'ENDING', 'Releases', 'Attached', 'WindowListener', 'Listeners', 'find_cb', 'FitScope',
-           'fit_running']
+__all__ = ['STARTING', 'RUNNING', 'ENDING', 'Releases', 'Attached', 'Weighed', 'WindowListener', 'Listeners', 'find_cb',
+           'SizeAdvisor', 'FitScope', 'fit_running']
 
 # %% ../nbs/42_parts.ipynb #259f92fa
 def _put_back(obj, name, had, old):
@@ -76,15 +77,26 @@ class Attached:
         cb.__dict__[self.name] = learn
 
 # %% ../nbs/42_parts.ipynb #453c349f
+class Weighed(NamedTuple):
+    "A micro-batch as its backward starts, as `micro_batch_weighed` tells it"
+    items:int|float # Items (or samples) its loss averages over (a number, or a one-element tensor)
+    weight:float # The factor its gradient is multiplied by (a number, or a tensor)
+    held:bool # Whether the window held gradient before it (it is not the window's first)
+    total:int|float|None # At the window's step: the items the step averages over, all processes; else `None`
+    reduction:str # The loss's reduction: 'mean' or 'sum'
+    world_size:int # Processes
+    size:int # The window's batch size (samples, or items), all processes
+
 class WindowListener:
     "A part told of the accumulation window's events (each a no-op here: define those you need)"
     def window_started(self, size:int): "A window of `size` samples (or items) over all processes starts"
+    def micro_batch_weighed(self, weighed:Weighed): "A micro-batch's loss is weighed; its backward runs next"
     def micro_batch_done(self, kept:bool): "A micro-batch is over; `kept`: its gradient is in the window"
     def window_closed(self, window): "The optimizer stepped on `window` (an `AccumWindow`)"
     def window_dropped(self): "The window ends without a step"
 
 # %% ../nbs/42_parts.ipynb #1d1c7a5a
-_EVENTS = ('window_started', 'micro_batch_done', 'window_closed', 'window_dropped')
+_EVENTS = ('window_started', 'micro_batch_weighed', 'micro_batch_done', 'window_closed', 'window_dropped')
 
 class Listeners:
     "A fit's window listeners, each event's handlers in a list of their own (`window_started`, ... `window_dropped`)"
@@ -117,6 +129,14 @@ def find_cb(learn, # A `Learner`
         if isinstance(cb, cls): return cb
     return None
 
+# %% ../nbs/42_parts.ipynb #e620dc6e
+class SizeAdvisor:
+    "A callback that can decide the batch size: with `adapt`, the accumulation's policy follows `suggested_bs()`"
+    adapt,min_bs,max_bs = False,None,None   # (whether it decides; the least and largest batch it may set)
+    def suggested_bs(self)->float:
+        "The batch size it suggests now (NaN while it cannot tell)"
+        return float('nan')
+
 # %% ../nbs/42_parts.ipynb #7d4e47f3
 STARTING,RUNNING,ENDING = range(3)   # a fit's phases: its `before_fit`, its epochs (`_do_fit`), its `after_fit`
 _SCOPES = weakref.WeakKeyDictionary()   # each Learner's open scopes, the innermost last
@@ -127,7 +147,8 @@ class FitScope:
         learn:Learner, # The Learner it belongs to
         fit:bool=True, # Opened by `Learner.fit` (else a context: `validate`, `summary`, `tta` outside a fit)
     ):
-        self.fit,self.releases,self.phase,self.n_steps,self._step = fit,Releases(),STARTING,0,None
+        self.fit,self.releases,self.phase,self.n_steps,self._step,self._ends = fit,Releases(),STARTING,0,None,[]
+        self._skip = None   # (the batch whose step is skipped, if fastai takes it)
         self.learn = weakref.ref(learn)   # (a scope does not keep its Learner alive)
         _SCOPES.setdefault(learn, []).append(self)
 
@@ -148,10 +169,16 @@ class FitScope:
         "Whether the scope is still open"
         return self in _SCOPES.get(self.learn(), ())
 
+    def ending(self, end):
+        "Call `end()` as the scope closes, before any install is undone (a part ends its fit as the Learner was)"
+        self._ends.append(end)
+
     def close(self):
-        "Undo every install, last first; the Learner has no scope of this fit any more"
+        "End the parts (`ending`), then undo every install, last first; the Learner has no scope of this fit any more"
         scopes = _SCOPES.get(self.learn(), [])
         if self in scopes: scopes.remove(self)
+        ends,self._ends = self._ends,[]
+        for end in ends: self.releases.callback(end)   # (last on the stack: first undone, errors collected alike)
         self.releases.close()
 
     def count_steps(self)->FitScope:
@@ -162,7 +189,14 @@ class FitScope:
             self.releases.replace(learn, '_step', self._counted_step)
         return self
 
+    def skip_step(self, xb):
+        "The step of the micro-batch `xb` will not run (its gradient went with a window a part dropped)"
+        self._skip = xb
+
     def _counted_step(self):
+        if self._skip is not None:
+            skip,self._skip = self._skip,None
+            if self.learn().xb is skip: return
         self._step()
         self.n_steps += 1
 
