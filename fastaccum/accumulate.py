@@ -588,7 +588,8 @@ def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
     learn,mb = self.learn,self.mb
     # (in a micro-batch that goes on to its step: removed by a callback; not the one an exception ended)
-    during_batch = mb is not None and mb.phase in (PLANNED, WEIGHED, RAN, STEPPING, BACKWARD_CANCELLED) and learn.training \
+    during_batch = mb is not None and mb.phase in (PLANNED, WEIGHED, RAN, STEPPING, BACKWARD_CANCELLED) \
+                   and learn.training \
                    and fit_running(learn)
     if self.plan is not None:   # (a fit refused as it started has nothing to drop)
         self.after_train()

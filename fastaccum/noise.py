@@ -274,7 +274,7 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
             raise ValueError(f'`state` must be a dict with {list(_STATE_KEYS)}, got {state!r:.80}. '
                              'Pass what GradientNoiseScale.state_dict() returned.')
         self._sqnorm_avg,self._trace_avg,self.history = state['sqnorm_avg'],state['trace_avg'],list(state['history'])
-        self._loaded = not self.measuring and state.get('in_fit', True)   # (a state after a fit: the next starts afresh)
+        self._loaded = not self.measuring and state.get('in_fit', True)   # (after a fit: the next starts afresh)
 
 # %% ../nbs/14_noise_scale.ipynb #4e035605
 @patch

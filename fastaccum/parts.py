@@ -138,8 +138,17 @@ class SizeAdvisor:
         return float('nan')
 
 # %% ../nbs/42_parts.ipynb #7d4e47f3
+class _Installed:
+    "A method a scope installs on the Learner for the fit; pickled (`learn.export` in a fit) as the one it replaced"
+    def __init__(self, fn, replaced): self.fn,self.replaced = fn,replaced
+    def __call__(self): return self.fn()
+    def __reduce__(self): return self.replaced.__reduce__()
+
 STARTING,RUNNING,ENDING = range(3)   # a fit's phases: its `before_fit`, its epochs (`_do_fit`), its `after_fit`
-_SCOPES = weakref.WeakKeyDictionary()   # each Learner's open scopes, the innermost last
+# each Learner's open scopes, the innermost last: one registry, kept on `Learner`, even if this code runs again (a
+# notebook that defines it after importing the package: both read the same scopes)
+_SCOPES = vars(Learner).get('_fastaccum_scopes')
+if _SCOPES is None: Learner._fastaccum_scopes = _SCOPES = weakref.WeakKeyDictionary()
 
 class FitScope:
     "One fit of a Learner (or a context outside one): every fastaccum callback's installs, on one `Releases`"
@@ -186,7 +195,7 @@ class FitScope:
         learn = self.learn()
         if self._step is None:
             self._step = learn._step
-            self.releases.replace(learn, '_step', self._counted_step)
+            self.releases.replace(learn, '_step', _Installed(self._counted_step, learn._step))
         return self
 
     def skip_step(self, xb):
@@ -202,15 +211,14 @@ class FitScope:
 
     def _run(self, do_fit):
         "The fit's `_do_fit`: its epochs, between the fit's own `before_fit` and `after_fit`"
-        @functools.wraps(do_fit)
         def _do_fit():
             self.phase = RUNNING
             try: do_fit()
             finally: self.phase = ENDING
-        return _do_fit
+        return _Installed(_do_fit, do_fit)
 
 # %% ../nbs/42_parts.ipynb #e4e7d53d
-_fastai_fit = getattr(Learner.fit, '__wrapped__', Learner.fit)   # (the module imported again: wrapped once)
+_fastai_fit = getattr(Learner.fit, '__wrapped__', Learner.fit)
 
 @functools.wraps(_fastai_fit)
 def _scoped_fit(self:Learner, *args, **kwargs):
@@ -222,7 +230,7 @@ def _scoped_fit(self:Learner, *args, **kwargs):
         return _fastai_fit(self, *args, **kwargs)
     finally: scope.close()   # (every way out: `after_fit` ran or not)
 
-Learner.fit = _scoped_fit
+if not hasattr(Learner.fit, '__wrapped__'): Learner.fit = _scoped_fit   # (once: the first import's wrapper stays)
 
 # %% ../nbs/42_parts.ipynb #81312e0d
 def fit_running(learn, # A `Learner`

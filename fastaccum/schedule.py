@@ -219,7 +219,8 @@ class _ScheduleSetting(SizeSetting):
     def policy(self, learn, plan:FitPlan, per_sample=None, advisor=None):
         "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
         if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
-        if advisor is not None and advisor.adapt: raise ValueError('GradientNoiseScale(adapt=True) sets the batch size, '
+        if advisor is not None and advisor.adapt: raise ValueError(
+            'GradientNoiseScale(adapt=True) sets the batch size, '
             'and GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with '
             'GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
         if plan.step_unit is None: raise ValueError('GradientAccumulationSchedule rounds `accum_bs` to whole '
