@@ -23,118 +23,17 @@ from fastai.callback.training import bn_types
 from fastai.torch_core import find_bs, find_device
 from .window import *
 from .plan import FitPlan, FixedBatchSize, AdaptiveBatchSize, loss_reduction, read_plan, split_size
-from .parts import Releases, WindowListener, Listeners, Attached, find_cb, fit_running
+from .parts import Releases, WindowListener, Listeners, Attached, FitScope, Weighed, SizeAdvisor, find_cb, fit_running
 from .loaders import epoch_sizes, loader_bs
 from .checks import check_positive_int, check_bool, check_count
 from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder
 from .distributed import ddp_world_size, WindowSync, fix_distributed_dl_broadcast, check_distrib_ctx
-from .runner import BatchRunner, fit_runner
+from .runner import BatchRunner, fit_runner, _tensors
 from .batchnorm import fit_batchnorm, WindowBatchNorm
 
 # %% auto #0
-__all__ = ['LR_SCALES', 'FitParts', 'SizeSetting', 'AccumSettings', 'GradientAccumulation', 'check_one_accumulator', 'MicroBatch',
+__all__ = ['LR_SCALES', 'AccumSettings', 'FitParts', 'SizeSetting', 'GradientAccumulation', 'check_one_accumulator', 'MicroBatch',
            'StepHypers', 'ItemCounter', 'StepPlaces']
-
-# %% ../nbs/10_accumulate.ipynb #ac3dba50
-PLANNED,WEIGHED,RAN,STEPPING,STEPPED,STEP_CANCELLED,BACKWARD_CANCELLED,DONE = range(8)   # a micro-batch's phases
-_RAN = frozenset((RAN, STEPPING, STEPPED, STEP_CANCELLED))   # the phases after its backward ran
-
-# %% ../nbs/10_accumulate.ipynb #5b27677a
-_COUNT_ITEMS_FIX = 'Return the number of items the loss averages over, e.g. (learn.yb[0] != -100).sum().'
-_WHOLE = (True, 0, 1.)   # a loader batch run whole: its last piece, from sample 0, all of it
-
-def _leaves(x):
-    if isinstance(x, (list, tuple)): return [t for o in x for t in _leaves(o)]
-    if isinstance(x, dict): return [t for o in x.values() for t in _leaves(o)]
-    return [x]
-
-def _zero_loss(pred, loss):
-    "A loss of 0 whose backward runs through the model (so DDP still synchronizes) without touching `loss`'s own 0/0"
-    outputs = [t for t in _leaves(pred) if isinstance(t, torch.Tensor) and t.requires_grad]
-    return sum(t.sum() for t in outputs)*0. if outputs else torch.nan_to_num(loss)*0.
-
-def _stays_on_device(count): return count.device.type != 'cpu'   # a count on the CPU is read at once (free there)
-
-def _skipped_step(learn, xb):
-    "fastai's step of the micro-batch `xb` skipped (once: the Learner's own `_step` after it, or for any other batch)"
-    def _step():
-        del learn.__dict__['_step']
-        if learn.xb is not xb: learn._step()
-    return _step
-
-def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
-
-# %% ../nbs/10_accumulate.ipynb #4be6fdf3
-class FitParts(NamedTuple):
-    "A fit's parts, as `AccumSettings.build` makes them from its plan (the callback holds each as a field)"
-    window:AccumWindow # What the window holds, when it steps, each micro-batch's weight
-    sync:WindowSync # How the window's gradients and counts meet across processes
-    loggers:StepLoggers # One point per step for the loggers
-    hypers:StepHypers|None # The step's hyper-parameters (`None`: no scheduler, no `lr_scale`)
-    counter:ItemCounter|None # Items counted (`None`: without `count_items`)
-    runner:BatchRunner|None # How a loader batch runs (`None`: whole, as fastai runs it)
-    places:StepPlaces|None # Where each step is in training
-    policy:object # Who decides each window's batch size: the setting, a schedule, the noise scale (`size(pos, plan)`)
-    size:int|None # The first window's batch size
-    listening:list # Those of them, BatchNorm's statistics and the Learner's `WindowListener`s: the window's listeners
-
-    def state(self,
-        training:bool, # Taken in training (then the epoch's next step follows the last one's place)
-    )->dict:
-        "What of the parts a continued fit needs: what the runner told, the items per sample, the lr's reference"
-        runner,counter,hypers = self.runner,self.counter,self.hypers
-        return dict(told=None if runner is None else runner.told,
-                    items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
-                    lr_reference=None if hypers is None else hypers.reference,
-                    unscaled_lrs=None if hypers is None else hypers.unscaled,
-                    last_step=self.places.last if training and self.places is not None else None)
-
-    def take_up(self,
-        state:dict, # What `state` gave (with the split size found, `found_bs`)
-    ):
-        "The parts of a continued fit as they were where `state` was taken"
-        runner,counter,hypers = self.runner,self.counter,self.hypers
-        self.places.last = state.get('last_step')
-        if runner is not None and state['found_bs']: runner.resume(state['found_bs'], state['told'])
-        if counter is not None and state['items_per_sample'] is not None:
-            self.window.items_per_sample,counter.estimate = state['items_per_sample'],False
-        if hypers is not None and state['lr_reference'] is not None:
-            hypers.reference,hypers.unscaled = state['lr_reference'],state['unscaled_lrs']
-
-_NO_PARTS = FitParts(*[None]*9, [])   # (outside a fit: a state has no part's share)
-# the callback's fields for a fit's parts, set as training starts (`None` outside a fit, and in a copy)
-_FIT_PARTS = ('plan', 'policy', 'parts', 'window', 'mb', 'runner', 'places', 'sync', 'loggers', 'hypers', 'counter')
-
-# %% ../nbs/10_accumulate.ipynb #fed82581
-def _noise_scale_class():
-    from fastaccum.noise import GradientNoiseScale   # (the noise scale's module imports this one)
-    return GradientNoiseScale
-
-class SizeSetting(FixedBatchSize):
-    "The batch size set on the callback; at each fit it chooses who decides the fit's batch sizes (its `policy`)"
-    def policy(self,
-        learn, # The `Learner` about to train
-        plan:FitPlan, # Its plan
-        per_sample:Callable|None=None, # `per_sample()`: the items a sample holds, where B_simple counts items
-    ):
-        "The setting; `GradientNoiseScale(adapt=True)`'s suggestion (from the first window on); for `lr_find`, its size"
-        if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
-        noise = find_cb(learn, _noise_scale_class())
-        if noise is None or not noise.adapt: return self
-        suggestion = (lambda: noise.b_simple) if per_sample is None else (lambda: noise.b_simple/per_sample())
-        return AdaptiveBatchSize(self, suggestion, noise.min_bs, noise.max_bs)
-
-    def lr_find_size(self, plan:FitPlan)->int:
-        "The batch `lr_find` measures at: the setting (not given: a loader batch of every process)"
-        return self.size(0., plan)
-
-    def current(self,
-        policy, # The fit's policy (`None` outside a fit)
-        in_use:int|None, # The batch of the window in progress, or of the last one
-    )->int|None:
-        "What `accum_bs` reads: the setting while it decides, else the batch in use"
-        if self.setting is not None and policy in (None, self): return self.setting
-        return in_use if in_use is not None else self.setting
 
 # %% ../nbs/10_accumulate.ipynb #36d6c660
 class AccumSettings:
@@ -235,7 +134,8 @@ class AccumSettings:
         window = AccumWindow(1, self.drop_last, plan.by_items, plan.reduction)
         # with `count_items`, B_simple is in items: windows of samples take it over the items a sample holds
         in_items = self.count_items is not None and not setting.items
-        policy = setting.policy(learn, plan, (lambda: window.items_per_sample) if in_items else None)
+        policy = setting.policy(learn, plan, (lambda: window.items_per_sample) if in_items else None,
+                                find_cb(learn, SizeAdvisor))
         size = getattr(policy, 'base', policy).size(0., plan)   # (the noise scale suggests from the first window on)
         warning = plan.check_size(size, setting.name, fixed=isinstance(policy, FixedBatchSize))
         if warning: warnings.warn(warning)
@@ -283,6 +183,92 @@ class AccumSettings:
         size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
         BatchRunner(learn, auto=mbs == 'auto', infer_size=size, count=count).install(releases)
 
+# %% ../nbs/10_accumulate.ipynb #4be6fdf3
+class FitParts(NamedTuple):
+    "A fit's parts, as `AccumSettings.build` makes them from its plan (the callback holds each as a field)"
+    window:AccumWindow # What the window holds, when it steps, each micro-batch's weight
+    sync:WindowSync # How the window's gradients and counts meet across processes
+    loggers:StepLoggers # One point per step for the loggers
+    hypers:StepHypers|None # The step's hyper-parameters (`None`: no scheduler, no `lr_scale`)
+    counter:ItemCounter|None # Items counted (`None`: without `count_items`)
+    runner:BatchRunner|None # How a loader batch runs (`None`: whole, as fastai runs it)
+    places:StepPlaces|None # Where each step is in training
+    policy:object # Who decides each window's batch size: the setting, a schedule, the noise scale (`size(pos, plan)`)
+    size:int|None # The first window's batch size
+    listening:list # Those of them, BatchNorm's statistics and the Learner's `WindowListener`s: the window's listeners
+
+    def state(self,
+        training:bool, # Taken in training (then the epoch's next step follows the last one's place)
+    )->dict:
+        "What of the parts a continued fit needs: what the runner told, the items per sample, the lr's reference"
+        runner,counter,hypers = self.runner,self.counter,self.hypers
+        return dict(told=None if runner is None else runner.told,
+                    items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
+                    lr_reference=None if hypers is None else hypers.reference,
+                    unscaled_lrs=None if hypers is None else hypers.unscaled,
+                    last_step=self.places.last if training and self.places is not None else None)
+
+    def take_up(self,
+        state:dict, # What `state` gave (with the split size found, `found_bs`)
+    ):
+        "The parts of a continued fit as they were where `state` was taken"
+        runner,counter,hypers = self.runner,self.counter,self.hypers
+        self.places.last = state.get('last_step')
+        if runner is not None and state['found_bs']: runner.resume(state['found_bs'], state['told'])
+        if counter is not None and state['items_per_sample'] is not None:
+            self.window.items_per_sample,counter.estimate = state['items_per_sample'],False
+        if hypers is not None and state['lr_reference'] is not None:
+            hypers.reference,hypers.unscaled = state['lr_reference'],state['unscaled_lrs']
+
+_NO_PARTS = FitParts(*[None]*9, [])   # (outside a fit: a state has no part's share)
+# the callback's fields for a fit's parts, set as training starts (`None` outside a fit, and in a copy)
+_FIT_PARTS = ('plan', 'policy', 'parts', 'window', 'mb', 'runner', 'places', 'sync', 'loggers', 'hypers', 'counter')
+
+# %% ../nbs/10_accumulate.ipynb #fed82581
+class SizeSetting(FixedBatchSize):
+    "The batch size set on the callback; at each fit it chooses who decides the fit's batch sizes (its `policy`)"
+    def policy(self,
+        learn, # The `Learner` about to train
+        plan:FitPlan, # Its plan
+        per_sample:Callable|None=None, # `per_sample()`: the items a sample holds, where B_simple counts items
+        advisor:SizeAdvisor|None=None, # The Learner's `SizeAdvisor` (`GradientNoiseScale`), handed in by `build`
+    ):
+        "The setting; an `advisor`'s suggestion with `adapt` (from the first window on); for `lr_find`, its size"
+        if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
+        if advisor is None or not advisor.adapt: return self
+        suggested = advisor.suggested_bs
+        suggestion = suggested if per_sample is None else (lambda: suggested()/per_sample())
+        return AdaptiveBatchSize(self, suggestion, advisor.min_bs, advisor.max_bs)
+
+    def lr_find_size(self, plan:FitPlan)->int:
+        "The batch `lr_find` measures at: the setting (not given: a loader batch of every process)"
+        return self.size(0., plan)
+
+    def current(self,
+        policy, # The fit's policy (`None` outside a fit)
+        in_use:int|None, # The batch of the window in progress, or of the last one
+    )->int|None:
+        "What `accum_bs` reads: the setting while it decides, else the batch in use"
+        if self.setting is not None and policy in (None, self): return self.setting
+        return in_use if in_use is not None else self.setting
+
+# %% ../nbs/10_accumulate.ipynb #ac3dba50
+PLANNED,WEIGHED,RAN,STEPPING,STEPPED,STEP_CANCELLED,BACKWARD_CANCELLED,DONE,ZEROED = range(9)   # a micro-batch's phases
+_RAN = frozenset((RAN, STEPPING, STEPPED, STEP_CANCELLED))   # the phases after its backward ran
+
+# %% ../nbs/10_accumulate.ipynb #5b27677a
+_COUNT_ITEMS_FIX = 'Return the number of items the loss averages over, e.g. (learn.yb[0] != -100).sum().'
+_WHOLE = (True, 0, 1.)   # a loader batch run whole: its last piece, from sample 0, all of it
+
+def _zero_loss(pred, loss):
+    "A loss of 0 whose backward runs through the model (so DDP still synchronizes) without touching `loss`'s own 0/0"
+    outputs = [t for t in _tensors(pred) if t.requires_grad]
+    return sum(t.sum() for t in outputs)*0. if outputs else torch.nan_to_num(loss)*0.
+
+def _stays_on_device(count): return count.device.type != 'cpu'   # a count on the CPU is read at once (free there)
+
+def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
+
 # %% ../nbs/10_accumulate.ipynb #d78e7955
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
@@ -297,7 +283,8 @@ class GradientAccumulation(BatchCallback):
         self.settings = AccumSettings.given(type(self), accum_bs, **kwargs)   # (checked, a message naming each)
         self.learn = None   # (until fastai attaches it: `Attached` reads the instance's value)
         self.fixed = self.settings.fixed_size()   # the setting (a fit may use another)
-        self.releases,self.listeners,self.n_steps,self.in_use,self._pending = Releases(),Listeners(),0,None,None
+        self.releases,self.listeners,self._n_steps,self.in_use,self._pending = Releases(),Listeners(),0,None,None
+        self.scope = None   # the fit's `FitScope` (or a context's), from `before_fit`: its `releases` are the fit's
         self.found_bs = self.settings.micro_batch_size if isinstance(self.settings.micro_batch_size, int) else None
         self.__dict__.update(dict.fromkeys(_FIT_PARTS))   # (a fit's parts: `None` outside a fit)
 
@@ -309,8 +296,18 @@ class GradientAccumulation(BatchCallback):
         "A copy as it was made, with settings of its own (set on one, an argument leaves the other as it was)"
         new = object.__new__(type(self))
         new.__dict__.update(vars(self), settings=copy(self.settings), fixed=copy(self.fixed), releases=Releases(),
-                            listeners=Listeners(), learn=None, **dict.fromkeys(_FIT_PARTS))   # (no fit of this one's)
+                            listeners=Listeners(), learn=None, scope=None, **dict.fromkeys(_FIT_PARTS))   # (no fit)
         return new
+
+    @property
+    def n_steps(self)->int:
+        "The fit's optimizer steps so far, as its `FitScope` counts them (outside a fit: the last fit's, or a state's)"
+        return self._n_steps if self.plan is None else self.scope.n_steps
+
+    @n_steps.setter
+    def n_steps(self, value:int):
+        if self.plan is None: self._n_steps = value
+        else: self.scope.n_steps = value   # (a fit continued from a state: its steps go on from there)
 
     @property
     def will_step(self)->bool:
@@ -349,6 +346,8 @@ class GradientAccumulation(BatchCallback):
         # a validation inside the fit: its parts stay (after a fit an exception ended, they are released)
         if learn.lock.locked() and self.plan is not None and fit_running(learn): return
         self._release()
+        self.scope = FitScope.find(learn)   # (the fit's; outside a fit, the context's)
+        self.releases = self.scope.releases.part(self)
         # validation, `get_preds`, `summary`, `tta`: in pieces, with `micro_batch_size`
         self.settings.install_inference(learn, self.found_bs, self.releases, self.count_samples)
         if not learn.lock.locked(): self.settings.prepare(learn, self.fixed, self.found_bs)   # (not a validation)
@@ -363,7 +362,7 @@ class GradientAccumulation(BatchCallback):
     def after_train(self):
         "A window that never stepped (dropped, cancelled, the epoch cut short) leaves no gradient behind"
         if self.plan is None: return   # training cancelled before this callback's `before_train`
-        mb = self.mb
+        mb = self._stepped()
         if mb is not None and mb.phase == STEPPED:   # cancelled in `after_step`: the step counts; its gradient goes
             mb.phase = DONE
             self.sync.zero_grad(self.learn)
@@ -375,8 +374,10 @@ class GradientAccumulation(BatchCallback):
     after_cancel_epoch = after_train   # (an epoch cancelled during its training skips `after_train`)
 
     def after_fit(self):
-        "Release everything the fit installed (not after a validation inside the fit)"
+        "Release everything the fit installed (not after a validation inside the fit); a context's scope ends here"
+        scope = self.scope
         if not (self.learn.lock.locked() and self.plan is not None): self._release()
+        if scope is not None and not scope.fit: scope.close()
 
     # -- each micro-batch
     def before_batch(self):
@@ -427,6 +428,14 @@ class GradientAccumulation(BatchCallback):
             grad_fn = self.learn.loss_grad.grad_fn   # (read only when needed: each read makes a Python object)
             if grad_fn is not None: grad_fn.register_prehook(mb.weigh)
         mb.phase = WEIGHED
+        if self.listeners.micro_batch_weighed: self._tell_weighed(mb)
+
+    def _tell_weighed(self, mb):
+        "The listeners that want it are told how the micro-batch is weighed, in what window"
+        window = self.window
+        weighed = Weighed(mb.items, mb.weight, bool(window.held), window.total if mb.plan == STEP else None,
+                          window.reduction, self.plan.world_size, self.in_use)
+        for handler in self.listeners.micro_batch_weighed: handler(weighed)
 
     def after_cancel_backward(self):
         if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = BACKWARD_CANCELLED
@@ -438,25 +447,28 @@ class GradientAccumulation(BatchCallback):
         if mb.phase == WEIGHED and not mb.hooked: mb.phase = RAN
         if mb.plan != STEP or mb.phase != RAN: raise CancelBatchException()
         if self.sync.manual: self.sync.average(self.learn.opt, self.learn.loss_grad.device)
-        mb.phase = STEPPING
+        mb.phase,mb.steps = STEPPING,self.scope.n_steps
         if self.hypers is not None: self.hypers.set(self.places.at, self.in_use)
 
-    def _step(self):
-        "fastai's `Learner._step` for the fit (set on the Learner): the optimizer steps, and the micro-batch knows it"
-        learn,mb = self.learn,self.mb
-        if learn is None: return   # (the callback left the Learner in `before_step`: its window was dropped)
-        learn.opt.step()   # (also switched off, `run = False`: then fastai steps every micro-batch, as without it)
-        if mb is not None and mb.phase == STEPPING: mb.phase = STEPPED
+    def _stepped(self)->MicroBatch|None:
+        "The micro-batch, `STEPPED` if the optimizer stepped since its `before_step` (the fit's scope counts steps)"
+        mb = self.mb
+        if mb is not None and mb.phase == STEPPING and self.scope.n_steps != mb.steps: mb.phase = STEPPED
+        return mb
+
+    def after_step(self): self._stepped()
 
     def after_cancel_step(self):
-        "fastai zeroes the gradient after a cancelled step (e.g. an fp16 overflow): the window ends with it"
-        if self.mb is not None and self.mb.ran: self.mb.phase = STEP_CANCELLED
+        "fastai zeroes the gradient after a cancelled step (an fp16 overflow, a guard): the window ends with it"
+        mb = self.mb   # (its backward ran: a step skipped; else a guard cancelled it before this callback saw it)
+        if mb is not None: mb.phase = STEP_CANCELLED if mb.ran else ZEROED
 
     def after_cancel_batch(self):
         "Cancelled after its step, fastai skips `zero_grad`; cancelled after an unhooked backward, its gradient tells"
-        mb = self.mb
+        mb = self._stepped()
         if mb is None: return
-        if mb.phase == STEPPED: self.sync.zero_grad(self.learn)
+        # (after the step's events fastai zeroes the gradient: cancelled there, it does not, and the window ends here)
+        if mb.phase in (STEPPED, STEP_CANCELLED, ZEROED): self.sync.zero_grad(self.learn)
         elif mb.phase == WEIGHED and not mb.hooked and _has_gradient(self.learn.model): mb.phase = RAN
 
     def after_batch(self):
@@ -466,22 +478,22 @@ class GradientAccumulation(BatchCallback):
         if mb is None or mb.phase == DONE:   # cancelled before this callback saw it: nothing ran
             self.mb = None
             return self.loggers.after_micro_batch(self._share())
-        if mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (fastai zeroed its gradient)
+        if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP:   # (fastai zeroed its gradient)
+            return self._drop_window()
         # a window's last micro-batch whose step was skipped (an fp16 overflow) is logged, as fastai logs a skipped step
-        kept,stepped,skipped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED),mb.phase == STEP_CANCELLED
+        kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
         alone = stepped and not window.held   # (the window's only micro-batch: its loss is the window's, as logged)
         loss = self.learn.loss.detach() if kept and self.loggers.per_step and not alone else None
         if kept: window.add(mb.n, mb.items, loss, mb.amount)
         for handler in self.listeners.micro_batch_done: handler(kept)
-        if stepped: return self._close_window(mb, skipped)
+        if stepped: return self._close_window(mb)
         if kept and self.loggers.per_step: self.loggers.accumulate_metrics()
         self.loggers.after_micro_batch(mb.share)
 
-    def _close_window(self, mb, skipped:bool=False):
+    def _close_window(self, mb):
         "After the step (or its skipping): count it, give the loggers the window's loss, tell the listeners, empty it"
         window = self.window
-        if not skipped: self.n_steps += 1
         if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
         if self.loggers.per_step and window.samples > mb.n: self.learn.loss = window.mean_loss()
         for handler in self.listeners.window_closed: handler(window)
@@ -559,13 +571,17 @@ def check_one_accumulator(learn, # The `Learner` about to train
 def _start_fit(self:GradientAccumulation):
     "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
     learn,pending = self.learn,self._pending
+    if self.scope is None:   # (added in the middle of a fit: its installs go on the fit's scope from now on)
+        self.scope = FitScope.find(learn)
+        self.releases = self.scope.releases.part(self)
     plan = self.settings.read_plan(learn, self.found_bs, pending)
     redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory: the loggers run)
     self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,
                                              self.count_samples)
     self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,self.places,self.policy,size,_ = parts
-    self.plan,self.n_steps,self.in_use,self.listeners = plan,0,size,Listeners(parts.listening)
-    self.releases.replace(learn, '_step', self._step)   # (fastai's method for everyone else, back at the fit's end)
+    self.plan,self.in_use,self.listeners = plan,size,Listeners(parts.listening)
+    self.scope.count_steps()   # (the optimizer's steps, counted by the fit's scope: a micro-batch knows it stepped)
+    self.scope.ending(self._release)   # (a fit an exception ended: released as the scope closes, before its undos)
     if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
     self.loggers.count_steps(self.n_steps)
 
@@ -575,15 +591,17 @@ def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
     learn,mb = self.learn,self.mb
     # (in a micro-batch that goes on to its step: removed by a callback; not the one an exception ended)
-    during_batch = mb is not None and mb.phase in (PLANNED, WEIGHED, RAN, BACKWARD_CANCELLED) and learn.training \
+    during_batch = mb is not None and mb.phase in (PLANNED, WEIGHED, RAN, STEPPING, BACKWARD_CANCELLED) \
+                   and learn.training \
                    and fit_running(learn)
     if self.plan is not None:   # (a fit refused as it started has nothing to drop)
         self.after_train()
         if self.runner is not None and self.runner.found: self.found_bs = self.runner.found   # ('auto' or tune's)
+        self._n_steps = self.n_steps
     self.releases.close()
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
-    if during_batch: learn.__dict__['_step'] = _skipped_step(learn, learn.xb)
-    self.__dict__.update(dict.fromkeys(_FIT_PARTS), listeners=Listeners())
+    if during_batch: self.scope.skip_step(learn.xb)
+    self.__dict__.update(dict.fromkeys(_FIT_PARTS), listeners=Listeners(), scope=None, releases=Releases())
 
 # %% ../nbs/10_accumulate.ipynb #6e5354ad
 @patch
@@ -616,7 +634,7 @@ def _take_up(self:GradientAccumulation, state:dict):
 # %% ../nbs/10_accumulate.ipynb #2277edeb
 class MicroBatch:
     "What happened to the current micro-batch: made whole in `before_batch`, one `phase` the events move on"
-    __slots__ = ('n','items','amount','plan','share','weight','hooked','phase')
+    __slots__ = ('n','items','amount','plan','share','weight','hooked','phase','steps')
     def __init__(self,
         n:int, # Its samples
         items, # Items its loss averages over (its samples by default; a number or a one-element tensor)

@@ -14,7 +14,7 @@ from fastai.callback.core import Callback
 from fastai.callback.fp16 import MixedPrecision
 from fastai.learner import ValueMetric
 from .checks import check_positive_int, check_bool
-from .parts import Releases, Attached, WindowListener, find_cb, fit_running
+from .parts import Releases, Attached, WindowListener, Weighed, SizeAdvisor, FitScope, find_cb
 from .distributed import all_reduce_sums, fsdp_root, fsdp_unsharded_params
 from .integrations import BatchCallback, log_beside_step
 from .accumulate import GradientAccumulation
@@ -89,7 +89,7 @@ _FASTAI_ACCUMULATION = ("The Learner's `GradientAccumulation` is fastai's, not f
                         '`from fastaccum.all import GradientAccumulation`.')
 _STATE_KEYS = ('sqnorm_avg', 'trace_avg', 'history')
 
-class GradientNoiseScale(BatchCallback, WindowListener):
+class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
     "Measure the gradient noise scale B_simple = tr(Σ)/|G|² at each step, from the micro-batches and the window"
     order = MixedPrecision.order+0.5   # after `MixedPrecision` unscales the window's gradient, before `GradientClip`
     def __init__(self,
@@ -108,7 +108,8 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         if min_bs is not None and max_bs is not None and min_bs > max_bs:
             raise ValueError(f'`min_bs={min_bs}` is more than `max_bs={max_bs}`. Pass min_bs <= max_bs.')
         store_attr()
-        self.history,self.releases,self.ga,self._loaded,self.learn = [],Releases(),None,False,None
+        self.history,self.releases,self.measuring,self._loaded,self.learn = [],Releases(),False,False,None
+        self._weighed = None   # (the micro-batch's `Weighed`, as the accumulation callback told it)
         self._sqnorm_avg = self._trace_avg = 0.
         self._pairs,self.taps = [],GradientTaps()   # (pairs emptied in place: nothing is set at every micro-batch)
         self.params,self._sharded,self._on_cpu,self._scaler,self._tb = [],False,False,None,None   # (each fit's)
@@ -116,6 +117,8 @@ class GradientNoiseScale(BatchCallback, WindowListener):
     # leaving the Learner calls `_release`; other attributes are set plainly (fastai's shadowing check is slow)
     learn,__setattr__ = Attached(),object.__setattr__
     def _release(self): self.releases.close()
+
+    def suggested_bs(self)->float: return self.b_simple   # (with `adapt`, the batch size follows it)
 
     @property
     def b_simple(self)->float:
@@ -126,10 +129,9 @@ class GradientNoiseScale(BatchCallback, WindowListener):
     def before_fit(self):
         "Release what an interrupted fit left; a `b_simple` column for the Recorder (the fit starts with its training)"
         learn = self.learn
-        if learn.lock.locked():   # a validation: inside the fit, nothing to do; after a fit an exception ended, release
-            if not fit_running(learn): self.releases.close()
-            return
+        if learn.lock.locked(): return   # a validation: nothing to do (a fit an exception ended closed its scope)
         self.releases.close()
+        self.releases = FitScope.find(learn).releases.part(self)   # (the fit's scope: its installs go there)
         self.taps.forget(); self._pairs.clear()
         if 'lr_finder' in vars(learn): return   # `lr_find` sweeps the learning rate: it measures and changes nothing
         column = ValueMetric(lambda: self.b_simple, 'b_simple')
@@ -142,10 +144,13 @@ class GradientNoiseScale(BatchCallback, WindowListener):
 
     def after_fit(self):
         "Take the hooks and the Recorder's column back (not after a validation inside the fit)"
-        if not self.learn.lock.locked(): self.releases.close()
+        if self.learn.lock.locked(): return
+        self.releases.close()
+        scope = FitScope.of(self.learn)
+        if scope is not None and not scope.fit: scope.close()   # (`summary`'s, `tta`'s context ends here)
 
     def before_train(self):
-        if self.ga is None and 'lr_finder' not in vars(self.learn): self._start()
+        if not self.measuring and 'lr_finder' not in vars(self.learn): self._start()
 
     def _start(self):
         "Find the accumulation callback (by type); with `every`, watch each parameter's gradient as a backward makes it"
@@ -157,8 +162,8 @@ class GradientNoiseScale(BatchCallback, WindowListener):
             raise ValueError(_NO_ACCUMULATION if fastai_ga is None else _FASTAI_ACCUMULATION)
         # a fit starts afresh when its training starts (not at `summary` or `tta`, which fire `before_fit` too)
         if not self._loaded: self._sqnorm_avg,self._trace_avg,self.history = 0.,0.,[]
-        self.ga,self._loaded = ga,False   # (a loaded state is this fit's now)
-        self.releases.callback(setattr, self, 'ga', None)
+        self.measuring,self._loaded,self._weighed = True,False,None   # (a loaded state is this fit's now)
+        self.releases.callback(setattr, self, 'measuring', False)
         self.params = [p for p in learn.model.parameters() if p.requires_grad]
         # under FSDP a backward's gradients arrive at the unsharded parameters (which the first forward makes), and
         # are reduce-scattered into the sharded ones' `.grad`: a micro-batch's own gradient is seen by hooks only
@@ -173,29 +178,31 @@ class GradientNoiseScale(BatchCallback, WindowListener):
     # -- the window's events (from the accumulation callback), each micro-batch, each step
     def window_started(self, size:int): self._pairs.clear()   # nothing of an earlier (dropped) window is paired with it
     def window_dropped(self): self._pairs.clear()
+    def micro_batch_weighed(self, weighed):   # (what a micro-batch's pair needs; `lr_find` measures nothing)
+        if self.measuring: self._weighed = weighed
+    def micro_batch_done(self, kept:bool): self._weighed = None
     def window_closed(self, window): self._pairs.clear()   # (a step skipped after this callback's turn: no estimate)
 
     def before_batch(self): self.taps.forget()   # (what hooks kept of a backward cancelled before `after_backward`)
 
     def before_backward(self):
         "Under FSDP: hooks on the unsharded parameters (once a forward has made them), heeded for micro-batches paired"
-        ga = self.ga
-        if ga is None or not self._sharded: return
+        weighed = self._weighed
+        if weighed is None or not self._sharded: return
         if not self.taps.watching: self.taps.watch(fsdp_unsharded_params(self.learn.model), self.releases)
-        self.taps.want = self.every or not (ga.window.held or self._pairs)
+        self.taps.want = self.every or not (weighed.held or self._pairs)
 
     def after_backward(self):
         "Keep |g|² of the micro-batch, with its size and the factor its gradient carries"
-        ga = self.ga
-        mb = None if ga is None else ga.mb
-        weight = None if mb is None else mb.weight
+        weighed = self._weighed
+        weight = None if weighed is None else weighed.weight
         if weight is None or not isinstance(weight, torch.Tensor) and not weight: return self.taps.forget()
         if self.every or self._sharded:
             if not self.taps.want: return self.taps.forget()   # (under FSDP without `every`: not the window's first)
             norms = self.taps.norms()
-        elif ga.window.held or self._pairs: return   # the window's first micro-batch only: its gradient is `.grad`
+        elif weighed.held or self._pairs: return   # the window's first micro-batch only: its gradient is `.grad`
         else: norms = torch._foreach_norm([p.grad for p in self.params if p.grad is not None])
-        if norms: self._pairs.append((self._squared_norm(norms), mb.items, weight))
+        if norms: self._pairs.append((self._squared_norm(norms), weighed.items, weight))
         self.taps.forget()
 
     def _squared_norm(self, norms):
@@ -205,13 +212,14 @@ class GradientNoiseScale(BatchCallback, WindowListener):
 
     def before_step(self):
         "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window, then smooth them"
-        if self.ga is None: return
-        sqnorm,trace = self._estimate(self._pairs)
+        weighed = self._weighed   # (the window's last micro-batch; `None`: a step of no window, nothing to measure)
+        if weighed is None or not self.measuring: return
+        sqnorm,trace = self._estimate(self._pairs, weighed)
         self._pairs.clear()
         if math.isfinite(sqnorm) and math.isfinite(trace):
             b = self.beta
             self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace
-        self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=self.ga.in_use))
+        self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=weighed.size))
         self._log()
 
     def _window_grads(self)->list:
@@ -220,10 +228,9 @@ class GradientNoiseScale(BatchCallback, WindowListener):
         grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]   # (the optimizer holds the shards)
         return [g.to_local() if hasattr(g, 'to_local') else g for g in grads]
 
-    def _estimate(self, pairs):
+    def _estimate(self, pairs, weighed:Weighed):
         "The window's estimates, averaged over its micro-batches (and processes); NaN when none can be made"
-        ga = self.ga
-        big_n,summed,world = ga.window.total,ga.plan.reduction == 'sum',ga.plan.world_size
+        big_n,summed,world = weighed.total,weighed.reduction == 'sum',weighed.world_size
         pairs = [] if big_n is None else [(sq, n, w) for sq,n,w in pairs if n < big_n]   # one micro-batch: no pair
         # each pair's estimates (`noise_scale_estimates`) are linear in |G|²: g = |G|²a + b, t = |G|²c + d. Under
         # FSDP |G|² is the sum of the shards' squared norms over the processes: it travels in the step's one all-reduce
@@ -259,7 +266,7 @@ class GradientNoiseScale(BatchCallback, WindowListener):
     def state_dict(self)->dict:
         "The smoothed estimates and the history; `in_fit`: taken inside a fit (to continue it), else after one"
         return dict(sqnorm_avg=self._sqnorm_avg, trace_avg=self._trace_avg, history=list(self.history),
-                    in_fit=self.ga is not None or self._loaded)
+                    in_fit=self.measuring or self._loaded)
 
     def load_state_dict(self, state:dict):
         "Take `state` up at once; outside a fit, the next fit (not `lr_find`) continues an in-fit state, not afresh"
@@ -267,7 +274,7 @@ class GradientNoiseScale(BatchCallback, WindowListener):
             raise ValueError(f'`state` must be a dict with {list(_STATE_KEYS)}, got {state!r:.80}. '
                              'Pass what GradientNoiseScale.state_dict() returned.')
         self._sqnorm_avg,self._trace_avg,self.history = state['sqnorm_avg'],state['trace_avg'],list(state['history'])
-        self._loaded = self.ga is None and state.get('in_fit', True)   # (a state after a fit: the next starts afresh)
+        self._loaded = not self.measuring and state.get('in_fit', True)   # (after a fit: the next starts afresh)
 
 # %% ../nbs/14_noise_scale.ipynb #4e035605
 @patch

@@ -1,4 +1,4 @@
-"""One release stack per fit for every install, window events that parts listen to, and collaborators found by type
+"""One scope per fit for every install, window events that parts listen to, and collaborators found by type
 
 Docs: https://fastaccum.github.io/fastaccum/parts.html.md"""
 
@@ -6,19 +6,34 @@ Docs: https://fastaccum.github.io/fastaccum/parts.html.md"""
 
 # %% ../nbs/42_parts.ipynb #e152557d
 from __future__ import annotations
-import sys
-from contextlib import ExitStack
+import functools, weakref
+from typing import NamedTuple
+from fastai.learner import Learner
+from fastai.callback.core import CancelFitException
 
 # %% auto #0
-__all__ = ['Releases', 'Attached', 'WindowListener', 'Listeners', 'find_cb', 'fit_running']
+__all__ = ['STARTING', 'RUNNING', 'ENDING', 'Releases', 'Attached', 'Weighed', 'WindowListener', 'Listeners', 'find_cb',
+           'SizeAdvisor', 'FitScope', 'fit_running']
 
 # %% ../nbs/42_parts.ipynb #259f92fa
 def _put_back(obj, name, had, old):
     if had: object.__setattr__(obj, name, old)
     else: vars(obj).pop(name, None)
 
-class Releases(ExitStack):
+class Releases:
     "One fit's installs on the Learner and the model: `close` undoes them in reverse order, each to what it replaced"
+    def __init__(self, undos:list|None=None, owner=None):
+        self.undos,self.owner = [] if undos is None else undos,owner   # (undos shared by every part's view)
+
+    def part(self, owner)->Releases:
+        "A view for `owner`: its installs go on this one stack, its `close` undoes only `owner`'s (last first)"
+        return Releases(self.undos, owner)
+
+    def callback(self, fn, *args, **kwargs):
+        "Call `fn(*args, **kwargs)` on `close`"
+        self.undos.append((self.owner, fn, args, kwargs))
+        return fn
+
     def replace(self,
         obj, # The object (a Learner, a callback, a layer)
         name:str, # The attribute to set on the instance (a method, a flag)
@@ -30,17 +45,27 @@ class Releases(ExitStack):
         object.__setattr__(obj, name, value)
         return value
 
-    def close(self):
-        "Undo every install, last first, each back to what it replaced (an empty stack: nothing to do)"
-        # (`ExitStack.close` prepares its exception handling even for no undo; each fit's start closes an empty one)
-        if self._exit_callbacks: super().close()
-
     def hook(self,
         handle, # A `torch.utils.hooks.RemovableHandle` (what `register_hook` and its kin return)
     ):
         "Remove the hook on `close`"
         self.callback(handle.remove)
         return handle
+
+    def close(self):
+        "Undo every install (a part's view: its owner's), last first; each undo runs, the first error is raised after"
+        undos,owner,error = self.undos,self.owner,None
+        i = len(undos)
+        while i:
+            i = min(i, len(undos)) - 1   # (an undo may close a part itself: read the list as it is now)
+            if owner is not None and undos[i][0] is not owner: continue
+            _,fn,args,kwargs = undos.pop(i)
+            try: fn(*args, **kwargs)
+            except BaseException as e: error = error or e
+        if error is not None: raise error
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
 
 # %% ../nbs/42_parts.ipynb #6a5d976c
 class Attached:
@@ -52,15 +77,26 @@ class Attached:
         cb.__dict__[self.name] = learn
 
 # %% ../nbs/42_parts.ipynb #453c349f
+class Weighed(NamedTuple):
+    "A micro-batch as its backward starts, as `micro_batch_weighed` tells it"
+    items:int|float # Items (or samples) its loss averages over (a number, or a one-element tensor)
+    weight:float # The factor its gradient is multiplied by (a number, or a tensor)
+    held:bool # Whether the window held gradient before it (it is not the window's first)
+    total:int|float|None # At the window's step: the items the step averages over, all processes; else `None`
+    reduction:str # The loss's reduction: 'mean' or 'sum'
+    world_size:int # Processes
+    size:int # The window's batch size (samples, or items), all processes
+
 class WindowListener:
     "A part told of the accumulation window's events (each a no-op here: define those you need)"
     def window_started(self, size:int): "A window of `size` samples (or items) over all processes starts"
+    def micro_batch_weighed(self, weighed:Weighed): "A micro-batch's loss is weighed; its backward runs next"
     def micro_batch_done(self, kept:bool): "A micro-batch is over; `kept`: its gradient is in the window"
     def window_closed(self, window): "The optimizer stepped on `window` (an `AccumWindow`)"
     def window_dropped(self): "The window ends without a step"
 
 # %% ../nbs/42_parts.ipynb #1d1c7a5a
-_EVENTS = ('window_started', 'micro_batch_done', 'window_closed', 'window_dropped')
+_EVENTS = ('window_started', 'micro_batch_weighed', 'micro_batch_done', 'window_closed', 'window_dropped')
 
 class Listeners:
     "A fit's window listeners, each event's handlers in a list of their own (`window_started`, ... `window_dropped`)"
@@ -93,20 +129,115 @@ def find_cb(learn, # A `Learner`
         if isinstance(cb, cls): return cb
     return None
 
+# %% ../nbs/42_parts.ipynb #e620dc6e
+class SizeAdvisor:
+    "A callback that can decide the batch size: with `adapt`, the accumulation's policy follows `suggested_bs()`"
+    adapt,min_bs,max_bs = False,None,None   # (whether it decides; the least and largest batch it may set)
+    def suggested_bs(self)->float:
+        "The batch size it suggests now (NaN while it cannot tell)"
+        return float('nan')
+
+# %% ../nbs/42_parts.ipynb #7d4e47f3
+class _Installed:
+    "A method a scope installs on the Learner for the fit; pickled (`learn.export` in a fit) as the one it replaced"
+    def __init__(self, fn, replaced): self.fn,self.replaced = fn,replaced
+    def __call__(self): return self.fn()
+    def __reduce__(self): return self.replaced.__reduce__()
+
+STARTING,RUNNING,ENDING = range(3)   # a fit's phases: its `before_fit`, its epochs (`_do_fit`), its `after_fit`
+# each Learner's open scopes, the innermost last: one registry, kept on `Learner`, even if this code runs again (a
+# notebook that defines it after importing the package: both read the same scopes)
+_SCOPES = vars(Learner).get('_fastaccum_scopes')
+if _SCOPES is None: Learner._fastaccum_scopes = _SCOPES = weakref.WeakKeyDictionary()
+
+class FitScope:
+    "One fit of a Learner (or a context outside one): every fastaccum callback's installs, on one `Releases`"
+    def __init__(self,
+        learn:Learner, # The Learner it belongs to
+        fit:bool=True, # Opened by `Learner.fit` (else a context: `validate`, `summary`, `tta` outside a fit)
+    ):
+        self.fit,self.releases,self.phase,self.n_steps,self._step,self._ends = fit,Releases(),STARTING,0,None,[]
+        self._skip = None   # (the batch whose step is skipped, if fastai takes it)
+        self.learn = weakref.ref(learn)   # (a scope does not keep its Learner alive)
+        _SCOPES.setdefault(learn, []).append(self)
+
+    @classmethod
+    def of(cls, learn:Learner)->FitScope|None:
+        "The Learner's innermost open scope (`None`: no fit runs, and no context opened one)"
+        scopes = _SCOPES.get(learn)
+        return scopes[-1] if scopes else None
+
+    @classmethod
+    def find(cls, learn:Learner)->FitScope:
+        "The open scope, or a context's, opened now (by the first fastaccum callback that needs one)"
+        scope = cls.of(learn)
+        return cls(learn, fit=False) if scope is None else scope
+
+    @property
+    def open(self)->bool:
+        "Whether the scope is still open"
+        return self in _SCOPES.get(self.learn(), ())
+
+    def ending(self, end):
+        "Call `end()` as the scope closes, before any install is undone (a part ends its fit as the Learner was)"
+        self._ends.append(end)
+
+    def close(self):
+        "End the parts (`ending`), then undo every install, last first; the Learner has no scope of this fit any more"
+        scopes = _SCOPES.get(self.learn(), [])
+        if self in scopes: scopes.remove(self)
+        ends,self._ends = self._ends,[]
+        for end in ends: self.releases.callback(end)   # (last on the stack: first undone, errors collected alike)
+        self.releases.close()
+
+    def count_steps(self)->FitScope:
+        "Count the optimizer's steps from now on (once per fit): the scope's `_step` is the Learner's for the fit"
+        learn = self.learn()
+        if self._step is None:
+            self._step = learn._step
+            self.releases.replace(learn, '_step', _Installed(self._counted_step, learn._step))
+        return self
+
+    def skip_step(self, xb):
+        "The step of the micro-batch `xb` will not run (its gradient went with a window a part dropped)"
+        self._skip = xb
+
+    def _counted_step(self):
+        if self._skip is not None:
+            skip,self._skip = self._skip,None
+            if self.learn().xb is skip: return
+        self._step()
+        self.n_steps += 1
+
+    def _run(self, do_fit):
+        "The fit's `_do_fit`: its epochs, between the fit's own `before_fit` and `after_fit`"
+        def _do_fit():
+            self.phase = RUNNING
+            try: do_fit()
+            finally: self.phase = ENDING
+        return _Installed(_do_fit, do_fit)
+
+# %% ../nbs/42_parts.ipynb #e4e7d53d
+_fastai_fit = getattr(Learner.fit, '__wrapped__', Learner.fit)
+
+@functools.wraps(_fastai_fit)
+def _scoped_fit(self:Learner, *args, **kwargs):
+    for scope in list(_SCOPES.get(self, ())):   # (a context that never saw its `after_fit`: ended by the next fit)
+        if not scope.fit: scope.close()
+    scope = FitScope(self)
+    try:
+        scope.releases.replace(self, '_do_fit', scope._run(self._do_fit))
+        return _fastai_fit(self, *args, **kwargs)
+    finally: scope.close()   # (every way out: `after_fit` ran or not)
+
+if not hasattr(Learner.fit, '__wrapped__'): Learner.fit = _scoped_fit   # (once: the first import's wrapper stays)
+
 # %% ../nbs/42_parts.ipynb #81312e0d
 def fit_running(learn, # A `Learner`
                 event:bool=False, # Whether the event dispatched now must be the fit's own (not a validation's,
                                   # `summary`'s or `tta`'s, which fire `before_fit` and `after_fit` too)
                )->bool:
     "Whether `learn.fit` is running now (an event of a validation inside it), rather than ended or never started"
-    from fastai.learner import Learner
-    code = Learner.fit.__code__
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is code and frame.f_locals.get('self') is learn: return True
-        if event and frame.f_code.co_name == '__call__' and frame.f_locals.get('self') is learn:   # its dispatch
-            caller = frame.f_back   # (who asked it: the fit, through `_with_events`, or another)
-            return caller is not None and caller.f_code.co_name == '_with_events' and \
-                caller.f_locals.get('event_type') == 'fit'
-        frame = frame.f_back
-    return False
+    fit = next((scope for scope in reversed(_SCOPES.get(learn, ())) if scope.fit), None)
+    if fit is None: return False
+    return not event or (fit.phase != RUNNING and not learn.lock.locked())

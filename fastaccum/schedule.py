@@ -16,7 +16,7 @@ from .checks import check_positive_int, check_bool
 from .plan import FitPlan, FixedBatchSize
 from .parts import WindowListener, find_cb
 from copy import copy
-from .accumulate import GradientAccumulation, SizeSetting, LR_SCALES, _noise_scale_class
+from .accumulate import GradientAccumulation, SizeSetting, LR_SCALES
 from .integrations import log_beside_step
 
 # %% auto #0
@@ -216,11 +216,11 @@ class _ScheduleSetting(SizeSetting):
 
     start_accum_bs = property(lambda self: self.setting, lambda self, value: setattr(self, 'setting', value))
 
-    def policy(self, learn, plan:FitPlan, per_sample=None):
+    def policy(self, learn, plan:FitPlan, per_sample=None, advisor=None):
         "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
         if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
-        noise = find_cb(learn, _noise_scale_class())
-        if noise is not None and noise.adapt: raise ValueError('GradientNoiseScale(adapt=True) sets the batch size, '
+        if advisor is not None and advisor.adapt: raise ValueError(
+            'GradientNoiseScale(adapt=True) sets the batch size, '
             'and GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with '
             'GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
         if plan.step_unit is None: raise ValueError('GradientAccumulationSchedule rounds `accum_bs` to whole '
