@@ -129,6 +129,8 @@ def fsdp_unsharded_params(model, # A model sharded with `fully_shard`
 # %% ../nbs/21_distributed.ipynb #99a43d1d
 class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
+    def __init__(self, message:str='Another process ran out of memory in this window.', # What the error says
+                ): super().__init__(message)
 
 class _GradientSyncOff:
     "FSDP 2's gradient synchronisation off, as a context (`no_sync` for a model sharded with `fully_shard`)"
