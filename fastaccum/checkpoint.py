@@ -68,10 +68,6 @@ def _set_loader_state(dl, state):
         getattr(kept, 'items', kept)[:] = state['kept']   # (in place: the texts' lengths are ordered by the same list)
         owner.make_chunks()
 
-def _loader_states(dls): return [_loader_state(dl) for dl in dls.loaders]
-
-def _set_loader_states(dls, states):
-    for dl,state in zip(dls.loaders, states): _set_loader_state(dl, state)
 
 def _bare(model):
     "The model inside DDP"
@@ -85,21 +81,12 @@ def _to_device(o, device):
     return o
 
 def _plain(o):
-    "Numbers, lists and dicts of them (tensors and arrays as lists), to compare configurations"
+    "A value as it compares across processes: plain values, lists and dicts of them (tensors too), functions by name"
+    if isinstance(o, (bool, int, float, str, type(None))): return o
     if isinstance(o, (torch.Tensor, np.ndarray, np.generic)): return np.asarray(o).tolist()
-    if isinstance(o, dict): return {k: _plain(v) for k,v in o.items()}
+    if isinstance(o, dict): return {str(k): _plain(v) for k,v in o.items()}
     if isinstance(o, (list, tuple)): return [_plain(v) for v in o]
-    return o
-
-_PLAIN = (bool, int, float, str, type(None))
-
-def _describe(v):
-    "A value of a callback's configuration, as it compares across processes: plain values, functions by their name"
-    if isinstance(v, _PLAIN): return v
-    if isinstance(v, (list, tuple)): return [_describe(o) for o in v]
-    if isinstance(v, dict): return {str(k): _describe(o) for k,o in v.items()}
-    if callable(v): return getattr(v, '__qualname__', type(v).__name__)
-    return type(v).__name__
+    return getattr(o, '__qualname__', type(o).__name__) if callable(o) else type(o).__name__
 
 def _settings(cb)->dict:
     "The arguments a callback was made with, as far as it keeps them under their names"
@@ -114,7 +101,7 @@ def _settings(cb)->dict:
     return values
 
 def _item_bytes(o)->bytes:
-    "An item of a dataset as bytes, to fingerprint the data (nothing else of it is read, nothing drawn at random)"
+    "An item of a dataset (or a value) as bytes, to fingerprint it: its contents, not its place in memory"
     if isinstance(o, torch.Tensor): return o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
     if isinstance(o, np.ndarray):
         return repr(o.tolist()).encode() if o.dtype == object else np.ascontiguousarray(o).tobytes()
@@ -141,21 +128,22 @@ def _fingerprint(dataset)->str|None:
     return sha.hexdigest()[:16]
 
 def _hash(*parts)->str:
-    "A short hash of tensors, arrays and plain values (each tensor read once, onto the CPU)"
+    "A short hash of tensors, arrays, plain values, and lists, tuples and dicts of them (tensors read onto the CPU)"
     sha = hashlib.sha256()
-    for o in parts: sha.update(_item_bytes(o) if isinstance(o, (torch.Tensor, np.ndarray)) else repr(o).encode())
+    for o in parts: sha.update(_item_bytes(o))
     return sha.hexdigest()[:16]
 
 def _starting_point(learn)->dict:
     "What tells a run from another as it starts: its initial weights, and the random states (the seed) and loader's"
-    weights = [getattr(t, 'to_local', lambda: t)() for t in _bare(learn.model).state_dict().values()]   # (shards)
+    state = _bare(learn.model).state_dict()   # (each tensor's first values: a large model is not copied whole)
+    weights = [(n, t.shape, getattr(t, 'to_local', lambda: t)().reshape(-1)[:1024]) for n,t in state.items()]
     s = _random_states()
     drawn = (s['python'], s['numpy'][1], s['torch'], _loader_state(learn.dls.train))
     return {'initial weights': _hash(*weights), 'random states': _hash(*drawn)}
 
 def _callback_config(cb):
     "A callback's class and the arguments it was made with"
-    return dict(type=type(cb).__name__, **{n: _describe(v) for n,v in _settings(cb).items()})
+    return dict(type=type(cb).__name__, **{n: _plain(v) for n,v in _settings(cb).items()})
 
 def _differences(old, new, prefix=''):
     "What differs between two configurations, field by field (nested fields as `a.b`)"
@@ -277,7 +265,7 @@ class TrainingCheckpoint(Callback):
         run_name:str|None=None, # The run's name, resumed only by a run of that name; `None`: known by how it starts
     ):
         store_attr()
-        self.resumed_from,self.steps,self.written,self._stepped,self._cancelled,self._on = None,0,0,False,False,False
+        self.resumed_from,self.steps,self.written,self._stepped,self._cancelled,self._on = None,0,0,False,None,False
         self._resume = self._finished = self._ended = None   # a checkpoint to continue, of a finished fit, at an end
         # its parts, each fit's: the run's record, the files, the Learner's state, the data's order, the skipped epochs
         self.record = self.files = self.state = self.data = self.paused = None
@@ -324,7 +312,7 @@ class TrainingCheckpoint(Callback):
         self.record = FitRecord(self.files.first, self.rank, learn).starts(learn, self.run_name, self.world_size)
         self.state = LearnerState(learn, skip=self, shards=self.files.shards)
         self.data,self.paused = DataOrder(learn),PausedCallbacks()
-        self.steps,self.written,self._stepped,self._cancelled,self.resumed_from,self._ended = 0,0,False,False,None,None
+        self.steps,self.written,self._stepped,self._cancelled,self.resumed_from,self._ended = 0,0,False,None,None,None
         self._config = self.state.configuration(self.record.k, self.world_size)
         if self.rank == 0: self.files.check_writable()
         loaded = self.resume and self._load()
@@ -333,13 +321,12 @@ class TrainingCheckpoint(Callback):
             for cb in self.state._cbs(CSVLogger): _drop_unlogged_header(cb)
 
     # -- counting the steps (from fastai's events: whoever replaces the optimizer or its `step`, they are counted)
-    def after_cancel_step(self): self._cancelled = True   # (an fp16 overflow, a guard: fastai zeroes the gradient)
+    def after_cancel_step(self): self._cancelled = self.learn.train_iter   # (an fp16 overflow, a guard: not stepped)
 
     def after_step(self):
-        "The optimizer stepped, unless cancelled or, with fastaccum, inside a window (its `will_step` says)"
-        cancelled,self._cancelled = self._cancelled,False
+        "The optimizer stepped, unless cancelled (in this batch) or, with fastaccum, inside a window (`will_step`)"
         ga = find_cb(self.learn, GradientAccumulation)
-        if not cancelled and (ga is None or ga.will_step): self._count_step()
+        if self._cancelled != self.learn.train_iter and (ga is None or ga.will_step): self._count_step()
 
     def _count_step(self):
         "One step more (the one place that counts them); when a checkpoint is due, this batch's `after_batch` writes it"
@@ -908,7 +895,7 @@ class DataOrder:
 
     def take(self, in_epoch:bool)->dict:
         "This process's random states and loaders' states, and with `in_epoch` those its epoch started with"
-        return dict(random=_random_states(), loaders=_loader_states(self.learn.dls),
+        return dict(random=_random_states(), loaders=[_loader_state(dl) for dl in self.learn.dls.loaders],
                     epoch=self.started if in_epoch else None)
 
     def put_back(self,
@@ -918,7 +905,7 @@ class DataOrder:
     ):
         "The states as `taken`; with `batches`, the epoch's order drawn again as it started, less its first `batches`"
         learn = self.learn
-        _set_loader_states(learn.dls, taken['loaders'])
+        for dl,state in zip(learn.dls.loaders, taken['loaders']): _set_loader_state(dl, state)
         if not batches:   # at an epoch's start, or the fit's end
             _set_random_states(taken['random'])
             self.started = dict(random=taken['random'], loader=_loader_state(learn.dls.train))
