@@ -6,7 +6,8 @@ Docs: https://fastaccum.github.io/fastaccum/checkpoint.html.md"""
 
 # %% ../nbs/22_checkpoint.ipynb #65e99613
 from __future__ import annotations
-import errno, hashlib, inspect, io, numbers, os, random, shutil, struct, sys, uuid
+import errno, hashlib, inspect, io, numbers, os, random, shutil, struct, sys, uuid, weakref
+from functools import partial
 from pathlib import Path
 import numpy as np
 import torch
@@ -17,10 +18,11 @@ from fastai.callback.progress import ProgressCallback, CSVLogger
 from fastai.callback.tracker import TrackerCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer
-from .checks import check_positive_int, check_bool, check_path
+from fastai.torch_core import no_random
+from .checks import check_positive_int, check_optional_int, check_bool, check_path
 from .distributed import ddp_world_size, is_fsdp, fsdp_root
 from .loaders import loader_bs
-from .parts import Releases, Attached, find_cb, fit_running
+from .parts import Releases, Attached, FitScope, find_cb, fit_running
 from .integrations import _BATCH_EVENTS   # (the batch events, which fastai runs only with `run_train`)
 from .runner import BatchRunner
 from .accumulate import GradientAccumulation
@@ -66,10 +68,6 @@ def _set_loader_state(dl, state):
         getattr(kept, 'items', kept)[:] = state['kept']   # (in place: the texts' lengths are ordered by the same list)
         owner.make_chunks()
 
-def _loader_states(dls): return [_loader_state(dl) for dl in dls.loaders]
-
-def _set_loader_states(dls, states):
-    for dl,state in zip(dls.loaders, states): _set_loader_state(dl, state)
 
 def _bare(model):
     "The model inside DDP"
@@ -83,21 +81,12 @@ def _to_device(o, device):
     return o
 
 def _plain(o):
-    "Numbers, lists and dicts of them (tensors and arrays as lists), to compare configurations"
+    "A value as it compares across processes: plain values, lists and dicts of them (tensors too), functions by name"
+    if isinstance(o, (bool, int, float, str, type(None))): return o
     if isinstance(o, (torch.Tensor, np.ndarray, np.generic)): return np.asarray(o).tolist()
-    if isinstance(o, dict): return {k: _plain(v) for k,v in o.items()}
+    if isinstance(o, dict): return {str(k): _plain(v) for k,v in o.items()}
     if isinstance(o, (list, tuple)): return [_plain(v) for v in o]
-    return o
-
-_PLAIN = (bool, int, float, str, type(None))
-
-def _describe(v):
-    "A value of a callback's configuration, as it compares across processes: plain values, functions by their name"
-    if isinstance(v, _PLAIN): return v
-    if isinstance(v, (list, tuple)): return [_describe(o) for o in v]
-    if isinstance(v, dict): return {str(k): _describe(o) for k,o in v.items()}
-    if callable(v): return getattr(v, '__qualname__', type(v).__name__)
-    return type(v).__name__
+    return getattr(o, '__qualname__', type(o).__name__) if callable(o) else type(o).__name__
 
 def _settings(cb)->dict:
     "The arguments a callback was made with, as far as it keeps them under their names"
@@ -112,29 +101,49 @@ def _settings(cb)->dict:
     return values
 
 def _item_bytes(o)->bytes:
-    "An item of a dataset as bytes, to fingerprint the data (nothing else of it is read, nothing drawn at random)"
+    "An item of a dataset (or a value) as bytes, to fingerprint it: its contents, not its place in memory"
     if isinstance(o, torch.Tensor): return o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
     if isinstance(o, np.ndarray):
         return repr(o.tolist()).encode() if o.dtype == object else np.ascontiguousarray(o).tobytes()
     if isinstance(o, (str, bytes, numbers.Number, Path, type(None))): return repr(o).encode()
     if isinstance(o, (list, tuple)): return b'(' + b','.join(_item_bytes(x) for x in o) + b')'
+    if isinstance(o, dict): return _item_bytes([(str(k), v) for k,v in o.items()])   # (a Hugging Face dataset's rows)
     if hasattr(o, 'to_numpy'): return _item_bytes(o.to_numpy())   # (a row of a DataFrame)
     return type(o).__qualname__.encode()
 
+def _read_item(dataset, i):
+    "Item `i` of any dataset as it gives it (loaded, transformed), drawing from random states of its own"
+    with no_random(0): return dataset[i]   # (fastai's: seeded, and the process's random states put back after)
+
 def _fingerprint(dataset)->str|None:
-    "A hash of 16 items of the training set, spread over it: fastai's raw `items` if it has them, or a list's as stored"
-    items = dataset if isinstance(dataset, (list, tuple, L)) else getattr(dataset, 'items', None)
+    "A hash of 16 items of the training set, spread over it: fastai's raw `items` or a list's as stored, else as read"
+    items = dataset if isinstance(dataset, (list, tuple, L)) else getattr(dataset, 'items', dataset)
     if isinstance(items, L): items = items.items
     if isinstance(items, (list, tuple)): get = (list if isinstance(items, list) else tuple).__getitem__   # (as stored)
     elif hasattr(items, 'iloc'): get = lambda items, i: items.iloc[i]   # (a DataFrame's rows)
-    else: return None   # (another dataset: its items are not read, they may be loaded and transformed)
+    elif hasattr(items, '__getitem__') and hasattr(items, '__len__'): get = _read_item   # (any map-style dataset)
+    else: return None   # (an iterable dataset: nothing read of it, it would be consumed)
     n,sha = len(items),hashlib.sha256()
     for i in sorted({i*(n-1)//15 for i in range(16)} if n else ()): sha.update(_item_bytes(get(items, i)))
     return sha.hexdigest()[:16]
 
+def _hash(*parts)->str:
+    "A short hash of tensors, arrays, plain values, and lists, tuples and dicts of them (tensors read onto the CPU)"
+    sha = hashlib.sha256()
+    for o in parts: sha.update(_item_bytes(o))
+    return sha.hexdigest()[:16]
+
+def _starting_point(learn)->dict:
+    "What tells a run from another as it starts: its initial weights, and the random states (the seed) and loader's"
+    state = _bare(learn.model).state_dict()   # (each tensor's first values: a large model is not copied whole)
+    weights = [(n, t.shape, getattr(t, 'to_local', lambda: t)().reshape(-1)[:1024]) for n,t in state.items()]
+    s = _random_states()
+    drawn = (s['python'], s['numpy'][1], s['torch'], _loader_state(learn.dls.train))
+    return {'initial weights': _hash(*weights), 'random states': _hash(*drawn)}
+
 def _callback_config(cb):
     "A callback's class and the arguments it was made with"
-    return dict(type=type(cb).__name__, **{n: _describe(v) for n,v in _settings(cb).items()})
+    return dict(type=type(cb).__name__, **{n: _plain(v) for n,v in _settings(cb).items()})
 
 def _differences(old, new, prefix=''):
     "What differs between two configurations, field by field (nested fields as `a.b`)"
@@ -157,7 +166,7 @@ def _short(v, n=80, exact=False):
     s = fmt(v)
     return s if len(s) <= n else s[:n-3] + '...'
 
-_FORMAT = 2
+_FORMAT = 3
 _CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
                     'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
 
@@ -212,6 +221,10 @@ def _restore_csv(cb, text:str):
     if f is not None and not f.closed: f.seek(0); f.truncate(); f.write(text); f.flush()
     else: (Path(cb.path)/cb.fname).write_text(text)
 
+def _drop_unlogged_header(cb):
+    "A `CSVLogger(append=True)` started again after a kill that left its header and no row: that header goes"
+    lines = _csv_text(cb).splitlines(keepends=True)
+    if cb.append and len(lines) > 1 and lines[-1] == lines[-2]: _restore_csv(cb, ''.join(lines[:-1]))
 
 def _check_fname(fname)->str:
     "`fname` as a str, if it names a checkpoint in `learn.model_dir`: no folders; else an error naming it"
@@ -219,6 +232,22 @@ def _check_fname(fname)->str:
         raise ValueError(f'`fname` must be a file name without folders, got {fname!r}. Pass e.g. '
                          'fname="checkpoint"; the file goes to learn.path/learn.model_dir.')
     return str(fname)
+
+def _check_run_name(name)->str|None:
+    if name is None or isinstance(name, str) and name.strip(): return name
+    raise ValueError(f'`run_name` must be a non-empty str or None, got {name!r}. Pass e.g. run_name="seed-3" (the '
+                     'same in the run that resumes), or None to know the run by its initial weights and random states.')
+
+def _check_writes(every_steps=None, every_epoch=True, **_):
+    if every_steps is None and not every_epoch:
+        raise ValueError('With every_steps=None and every_epoch=False no checkpoint is written but at the end of '
+                         'each fit. Pass every_steps=<steps>, or every_epoch=True.')
+
+_ARGUMENTS = dict(   # `TrainingCheckpoint`'s arguments, each checked whenever it is set (when made, or after)
+    fname=_check_fname, run_name=_check_run_name, every_epoch=partial(check_bool, 'every_epoch'),
+    resume=partial(check_bool, 'resume'), keep=partial(check_positive_int, 'keep', fix='Pass e.g. keep=1.'),
+    every_steps=partial(check_optional_int, 'every_steps', fix='Pass a number of optimizer steps, or None.'))
+_STEP_EVENTS = ('after_step',)   # (dispatched always: it counts the steps)
 
 # %% ../nbs/22_checkpoint.ipynb #e71eee6e
 def _world()->int:
@@ -273,36 +302,36 @@ class TrainingCheckpoint(Callback):
     "Save all a run needs at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
     order = 99   # after every other callback: the Recorder (50) has logged the batch, the schedulers (60) done theirs
     # no batch events while no checkpoint is due (fastai's dispatch of them is what a callback costs at each
-    # micro-batch): the optimizer's `step` counts the steps, and turns `run_train` on when a checkpoint is due
+    # micro-batch) but the step's, which count the steps and turn `run_train` on when a checkpoint is due
     run_train = run_valid = False
     def __init__(self,
-        fname:str='checkpoint', # The run's name: its fit 0 writes `learn.path/learn.model_dir/{fname}.pth`
+        fname:str='checkpoint', # The run's file name: its fit 0 writes `learn.path/learn.model_dir/{fname}.pth`
         every_steps:int|None=None, # Write every this many optimizer steps (at a step boundary); `None`: at epoch ends
         every_epoch:bool=True, # Write at the end of each epoch (after its validation)
         resume:bool=False, # Each fit loads its checkpoint if there is one: continues it, or skips it if it had finished
         keep:int=1, # Checkpoints to keep of a fit: the newest is `{fname}.pth`, the one before `{fname}.1.pth`, ...
+        run_name:str|None=None, # The run's name, resumed only by a run of that name; `None`: known by how it starts
     ):
-        fname = _check_fname(fname)
-        if every_steps is not None:
-            check_positive_int('every_steps', every_steps, 'Pass a number of optimizer steps, or None for epoch ends.')
-        check_bool('every_epoch', every_epoch); check_bool('resume', resume)
-        check_positive_int('keep', keep, 'Pass how many checkpoints to keep, e.g. keep=1.')
-        if every_steps is None and not every_epoch:
-            raise ValueError('With every_steps=None and every_epoch=False no checkpoint is written but at the end of '
-                             'each fit. Pass every_steps=<steps>, or every_epoch=True.')
         store_attr()
-        self.resumed_from,self.steps,self.written,self._stepped,self._on = None,0,0,False,False
+        self.resumed_from,self.steps,self.written,self._stepped,self._seen,self._on = None,0,0,False,0,False
         self._resume = self._finished = self._ended = None   # a checkpoint to continue, of a finished fit, at an end
         # its parts, each fit's: the run's record, the files, the Learner's state, the data's order, the skipped epochs
         self.record = self.files = self.state = self.data = self.paused = None
         self.releases,self.world_size,self.rank,self._config = Releases(),1,0,None   # (the processes: each fit's)
 
     # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, the end of the fit
-    # it was passed to): what the fit installed is released then. Other attributes are set plainly (no fastai check)
-    learn,__setattr__ = Attached(),object.__setattr__
+    # it was passed to): what the fit installed is released then
+    learn = Attached()
+
+    def __setattr__(self, name, value):
+        "Set plainly (no fastai check); an argument, as when the callback is made, checked: an error names it"
+        if name in _ARGUMENTS: value = _ARGUMENTS[name](value)
+        if name in ('every_steps', 'every_epoch'): _check_writes(**{**vars(self), name: value})
+        object.__setattr__(self, name, value)
 
     def __call__(self, event_name):
-        "fastai's dispatch of an event, with the batch events passed by at once while no checkpoint is due"
+        "fastai's dispatch of an event: the step's count the steps; the other batch events only when one is due"
+        if event_name in _STEP_EVENTS: return getattr(self, event_name)() if self._on and self.run else None
         if not self.run_train and event_name in _BATCH_EVENTS: return None
         return super().__call__(event_name)
 
@@ -320,6 +349,8 @@ class TrainingCheckpoint(Callback):
         self._on = 'lr_finder' not in vars(self.learn)
         if not self._on: return
         learn = self.learn
+        scope = FitScope.of(learn).count_steps()   # the fit's scope: the one count of the fit's steps, and its releases
+        self.releases = scope.releases.part(self)   # (closed on every exit of the fit)
         self.files = CheckpointFiles.of(learn, self.fname, self.keep)   # (FSDP 1 refused)
         if self.every_steps is not None and not DataOrder.resumable(learn.dls.train):
             raise ValueError(f'TrainingCheckpoint(every_steps={self.every_steps}) resumes in the middle of an epoch '
@@ -328,24 +359,28 @@ class TrainingCheckpoint(Callback):
                              'train from a fastai DataLoader.')
         self.world_size = ddp_world_size(learn)
         self.rank = torch.distributed.get_rank() if self.world_size > 1 else 0
-        self.record = FitRecord(self.files.first, self.rank)
+        self.record = FitRecord(self.files.first, self.rank, learn).starts(learn, self.run_name, self.world_size)
         self.state = LearnerState(learn, skip=self, shards=self.files.shards)
         self.data,self.paused = DataOrder(learn),PausedCallbacks()
-        self.steps,self.written,self._stepped,self.resumed_from,self._ended = 0,0,False,None,None
+        self.steps,self.written,self._stepped,self._seen,self.resumed_from,self._ended = 0,0,False,0,None,None
         self._config = self.state.configuration(self.record.k, self.world_size)
         if self.rank == 0: self.files.check_writable()
         loaded = self.resume and self._load()
         if self.record.k == 0 and not loaded: self.record.new_run(self.world_size)
-        self.releases.replace(learn.opt, 'step', self._counting(learn.opt.step))
+        if self.resume and not loaded:
+            for cb in self.state._cbs(CSVLogger): _drop_unlogged_header(cb)
 
-    def _counting(self, step):
-        "The optimizer's `step`, counted; when a checkpoint is due, this batch's `after_batch` will see it"
-        def counted_step(*args, **kwargs):
-            result = step(*args, **kwargs)
-            self.steps += 1; self._stepped = True
-            if self.every_steps is not None and self.steps - self.written >= self.every_steps: self.run_train = True
-            return result
-        return counted_step
+    # -- counting the steps: the fit's scope counts those that ran (`FitScope.count_steps`: whoever replaces the
+    # optimizer or its `step`, a cancelled step, a step inside a window that fastaccum skips); this reads its count
+    def after_step(self):
+        "The optimizer stepped if the fit's scope counted one more step since the last `after_step`"
+        n = FitScope.of(self.learn).n_steps
+        if n != self._seen: self._seen = n; self._count_step()
+
+    def _count_step(self):
+        "One step more (the one place that counts them); when a checkpoint is due, this batch's `after_batch` writes it"
+        self.steps += 1; self._stepped = True
+        if self.every_steps is not None and self.steps - self.written >= self.every_steps: self.run_train = True
 
     # -- resuming
     def _load(self)->bool:
@@ -354,9 +389,8 @@ class TrainingCheckpoint(Callback):
         files.remove_partial(record.k, self.rank, self.world_size)
         ckpt,path = files.read(record.k),files.stored(record.k)
         if ckpt is None or not record.of_run(ckpt, path): return False
-        differs = _everywhere(_differences(_config_of(ckpt, self.rank), self._config), self.rank, self.world_size)
-        if differs and record.interrupted is not None and record.run_again(files, self._config): return self._load()
-        _check_fits(ckpt, differs, self.world_size, path)
+        differs = record.differences(ckpt) + _differences(_config_of(ckpt, self.rank), self._config)
+        _check_fits(ckpt, _everywhere(differs, self.rank, self.world_size), self.world_size, path)
         if record.k == 0: record.joins(ckpt)
         pos = ckpt['position']
         if ckpt['finished']:
@@ -449,7 +483,7 @@ class TrainingCheckpoint(Callback):
         "On every way out of a fit: the other callbacks run again, the batch index and optimizer's step are fastai's"
         if self.paused is not None: self.paused.resume()
         if self.data is not None: self.data.release()
-        self.releases.close()
+        self.releases.close(); self.releases = Releases()
         self._resume,self._finished,self._on,self.run_train = None,None,False,False
 
     def _write(self, epoch, batches, finished=False):
@@ -575,11 +609,14 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
 # %% ../nbs/22_checkpoint.ipynb #6dadae7b
-_runs = {}   # this process's runs: the resolved path of a run's first file -> its id, and the fits it has completed
+_runs = {}   # this process's runs: the resolved path of a run's first file -> what it knows of the run
+_learners = weakref.WeakValueDictionary()   # the same path -> the Learner of the run's last fit (not kept alive)
 
 def _run_of(first:Path)->dict:
-    "The run whose fit 0 writes `first`, as this process knows it: id, fits completed, the fit started, one interrupted"
-    return _runs.setdefault(str(Path(first).resolve()), dict(id=None, completed=0, started=None, interrupted=None))
+    "The run whose fit 0 writes `first`, as this process knows it: id, identity, fits completed, the fit started"
+    return _runs.setdefault(str(Path(first).resolve()), _new_run())
+
+def _new_run()->dict: return dict(id=None, identity=None, completed=0, started=None)
 
 def _count(n:int, what:str)->str: return f'{n} {what}' + ('' if n == 1 else 's')
 
@@ -588,28 +625,41 @@ class FitRecord:
     def __init__(self,
         first:Path, # The file of the run's fit 0: it names the run
         rank:int=0, # This process's rank under DDP: process 0 says what is done
+        learn=None, # The `Learner` that fits: after an interruption another one starts the run again, from fit 0
     ):
-        "A fit of the run starts: the run's next (a fit started and not completed was interrupted: this is it again)"
+        "A fit of the run starts: the run's next; after an interruption, the same again, or with a new Learner fit 0"
         self.run,self.rank = _run_of(check_path('first', first, 'a checkpoint file', folder=None)),rank
-        if self.run['started'] is not None: self.run['interrupted'] = self.run['started']
+        key = str(Path(first).resolve())
+        if self.run['started'] is not None and learn is not None and _learners.get(key) is not learn:
+            self.run.update(_new_run())   # (the script, or the cell that makes the Learner, run again)
         self.k = self.run['started'] = self.run['completed']
+        if learn is not None: _learners[key] = learn
+        self.identity = None
 
-    @property
-    def interrupted(self)->int|None:
-        "The fit that an exception ended in this process, until the run gets past it"
-        return self.run['interrupted']
+    def starts(self,
+        learn, # The `Learner`, whose starting point tells the run when it has no name
+        name:str|None=None, # The run's name (`run_name`); `None`: its starting point tells it
+        world_size:int=1, # The processes training: process 0's identity is the run's
+    )->FitRecord:
+        "Fit 0 starts: what tells its run from another (given, or found), which it writes and a checkpoint must match"
+        if self.k != 0: return self
+        named = dict(name=name) if name is not None else None
+        ids = [None if self.rank else named or dict(name=None, **_starting_point(learn))]   # (process 0's)
+        if world_size > 1: torch.distributed.broadcast_object_list(ids, src=0)
+        self.identity = ids[0]
+        return self
 
-    def stamp(self)->dict: return dict(id=self.run['id'], fit=self.k)   # what a checkpoint says of its fit
+    def stamp(self)->dict: return dict(id=self.run['id'], fit=self.k, identity=self.run['identity'])   # (its fit's)
 
     def new_run(self, world_size:int=1):
         "Fit 0 starts afresh: the run is a new one, with a new id (process 0's, under DDP)"
         ids = [uuid.uuid4().hex[:12]]
         if world_size > 1: torch.distributed.broadcast_object_list(ids, src=0)
-        self.run['id'] = ids[0]
+        self.run.update(id=ids[0], identity=self.identity)
 
     def joins(self, ckpt:dict):
         "Fit 0 continues `ckpt`'s run: the later fits load the files of that run"
-        self.run['id'] = ckpt['run']['id']
+        self.run.update(id=ckpt['run']['id'], identity=ckpt['run']['identity'])
 
     def of_run(self, ckpt:dict, path:Path)->bool:
         "Whether `ckpt` is this fit's: fit 0's always (it names the run); a later fit's of an earlier run not (said)"
@@ -618,21 +668,14 @@ class FitRecord:
                  'afresh, and writes over it.')
         return False
 
-    def run_again(self, files:'CheckpointFiles', config:dict)->bool:
-        "After an interruption, whether an earlier fit than the one interrupted is run again (the latest so configured)"
-        # (a cell of several fits run again, as `fine_tune`, or the script from the top): that fit, in `config` too
-        for j in range(self.run['interrupted']-1, -1, -1):
-            ckpt = files.read(j)
-            if ckpt is None or ckpt['run']['id'] != self.run['id'] or not ckpt['finished']: continue
-            if _differences(_config_of(ckpt, self.rank), dict(config, fit=j)): continue
-            self.run['completed'] = self.run['started'] = self.k = config['fit'] = j
-            return True
-        return False
+    def differences(self, ckpt:dict)->list:
+        "How fit 0's checkpoint's run differs from this one (unless this process already continues it)"
+        if self.k != 0 or ckpt['run']['id'] == self.run['id']: return []
+        return _differences(ckpt['run']['identity'], self.identity, 'run ')
 
     def finish(self):
         "The fit ended (not by an exception): the run's next fit is the one after it"
         self.run['completed'],self.run['started'] = self.k+1,None
-        if self.run['interrupted'] is not None and self.k >= self.run['interrupted']: self.run['interrupted'] = None
 
     def say(self, message:str):
         "One line, from one process"
@@ -763,6 +806,7 @@ class LearnerState:
     ):
         "The Learner as it was when `state` was taken"
         learn = self.learn
+        _check_callbacks(state['callbacks'], [cb.name for cb in self.stateful()], source)
         if self.shards:   # (every process reads the parts of each tensor it holds)
             from fastaccum.sharded import load_sharded
             load_sharded(source, learn.model, learn.opt)
@@ -827,6 +871,14 @@ class LearnerState:
         from fastaccum.sharded import model_shapes
         return model_shapes(self.learn.model)
 
+    def _hypers(self)->dict:
+        "The optimizer's hyper-parameters as the fit starts: those `fit` sets (lr, wd), and the others not scheduled"
+        # (a scheduled one, as one-cycle's `mom`, starts where the last fit, or an interrupted one, left it: its
+        # schedule is compared instead)
+        scheduled = {h for cb in self._cbs(ParamScheduler) for h in cb.scheds if h not in ('lr', 'wd')}
+        return {f'{i}.{k}': _plain(h[k]) for i,h in enumerate(getattr(self.learn.opt, 'hypers', []))
+                for k in _HYPERS if k in h and k not in scheduled}
+
     def configuration(self,
         fit:int, # Which fit of the run
         world_size:int=1, # The processes training
@@ -844,18 +896,32 @@ class LearnerState:
                 'parameters': self._shapes(),
                 'optimizer': [type(opt).__name__] + [getattr(f, '__name__', type(f).__name__)
                                                      for f in getattr(opt, 'cbs', [])],
-                'hypers': {f'{i}.{k}': _plain(h[k]) for i,h in enumerate(getattr(opt, 'hypers', []))   # (as fit sets)
-                           for k in ('lr', 'wd') if k in h},
+                'hypers': self._hypers(),
                 'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # at a few points
                              for i,cb in enumerate(self._cbs(ParamScheduler)) for h,f in cb.scheds.items()},
                 'callbacks': {cb.name: _callback_config(cb) for cb in self._configured()}}
 
+_HYPERS = ('lr', 'wd', 'mom', 'sqr_mom', 'eps', 'beta')   # a fit's hyper-parameters (PyTorch's `betas`: mom, sqr_mom)
+
+def _check_callbacks(saved:dict, names:list, path):
+    "The callbacks with state are those that wrote the checkpoint (one removed or added during a fit: refused)"
+    gone,new = [n for n in saved if n not in names],[n for n in names if n not in saved]
+    if gone or new:
+        raise CheckpointError(f'`{path}` was written by a fit whose callbacks with state were {list(saved)}; this fit '
+                              f'has {names}' + ''.join(f'; {w}: {", ".join(n)}' for w,n in (('missing', gone),
+                              ('not in it', new)) if n) + '. A callback removed or added during a fit cannot be '
+                              'resumed: resume with the callbacks it had then, or delete it to start afresh.')
+
 def _check_fits(ckpt:dict, differences:list, world_size:int, path:Path):
-    "A checkpoint written by this configuration (no `differences`), with as many processes; else a `CheckpointError`"
+    "A checkpoint written by this run and configuration (no `differences`), with as many processes; else an error"
     if differences:
-        raise CheckpointError(f'`{path}` was written by another configuration: ' + '; '.join(differences) +
-                              '. Resume with the configuration that wrote it, or delete it (or pass resume=False) '
-                              'to start afresh.')
+        other = any(d.startswith('run ') for d in differences)   # (fit 0's: its run's name, or how it started)
+        fix = ('If it is another run (a seed sweep, or jobs of an array, sharing the folder), give each run its own '
+               'fname; to resume a run whose start is not reproducible (no fixed seed), name it: '
+               'TrainingCheckpoint(run_name=...) when it starts and when it resumes. Or delete it' if other else
+               'Resume with the configuration that wrote it, or delete it')
+        raise CheckpointError(f'`{path}` was written by another ' + ('run' if other else 'configuration') + ': ' +
+                              '; '.join(differences) + f'. {fix} (or pass resume=False) to start afresh.')
     if len(ckpt['ranks']) != world_size:
         raise CheckpointError(f'`{path}` holds the random states of {len(ckpt["ranks"])} processes, not {world_size}.')
 
@@ -877,7 +943,7 @@ class DataOrder:
 
     def take(self, in_epoch:bool)->dict:
         "This process's random states and loaders' states, and with `in_epoch` those its epoch started with"
-        return dict(random=_random_states(), loaders=_loader_states(self.learn.dls),
+        return dict(random=_random_states(), loaders=[_loader_state(dl) for dl in self.learn.dls.loaders],
                     epoch=self.started if in_epoch else None)
 
     def put_back(self,
@@ -887,7 +953,7 @@ class DataOrder:
     ):
         "The states as `taken`; with `batches`, the epoch's order drawn again as it started, less its first `batches`"
         learn = self.learn
-        _set_loader_states(learn.dls, taken['loaders'])
+        for dl,state in zip(learn.dls.loaders, taken['loaders']): _set_loader_state(dl, state)
         if not batches:   # at an epoch's start, or the fit's end
             _set_random_states(taken['random'])
             self.started = dict(random=taken['random'], loader=_loader_state(learn.dls.train))

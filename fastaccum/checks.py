@@ -117,3 +117,6 @@ def private(
 # %% ../nbs/internals/checks.ipynb #33c02eeb
 class CheckpointError(ValueError):
     "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (damaged, foreign)"
+    def __init__(self,
+        message:str, # What is wrong: the file, why, and what to do
+    ): super().__init__(message)

@@ -13,8 +13,10 @@ import fastai
 from packaging.version import Version
 from fastcore.xtras import modify_exception
 from fastai.callback.core import *
-from fastai.callback.core import _inner_loop
+from .checks import private
+import fastai.callback.core
 from .parts import WindowListener
+_inner_loop = private(fastai.callback.core, '_inner_loop')   # (fastai's list of the batch events)
 
 # %% auto #0
 __all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
@@ -144,7 +146,7 @@ def wandb_count_batch(wandb_cb, # fastai's `WandbCallback`
                       logged:bool=False, # Whether W&B logs it (and adds a whole batch to its epoch itself)
                      ):
     "Advance W&B's fractional epoch by a micro-batch's share of a loader batch"
-    wandb_cb._wandb_epoch += (share - logged)/n_iter
+    wandb_cb._wandb_epoch = private(wandb_cb, '_wandb_epoch') + (share - logged)/n_iter   # (fastai's, set in its before_fit)
 
 def wandb_time_window(wandb_cb, # fastai's `WandbCallback`
                       start:float, # `time.perf_counter()` at the window's start
@@ -160,7 +162,7 @@ def wandb_log_with_next_step(wandb_cb, # fastai's `WandbCallback`
                             ):
     "Log `values` into the history row W&B's callback writes next"
     import wandb
-    wandb.log(values, step=wandb_cb._wandb_step+1)
+    wandb.log(values, step=private(wandb_cb, '_wandb_step')+1)
 
 def log_beside_step(learn, # The `Learner`
                     **values, # Names and values to log (e.g. `accum_bs=64`)

@@ -26,6 +26,13 @@ from .integrations import log_beside_step
 __all__ = ['is_out_of_memory', 'slice_batch', 'pieces', 'concat_outputs', 'fastai_batch', 'stateful_module', 'stateful_error',
            'BatchRunner', 'check_layout', 'fit_runner', 'SizeTrials', 'WholeBatchLoss']
 
+# %% ../nbs/43_runner.ipynb #a7c1e2d1
+from fastai.learner import Learner
+from .checks import private
+for _name in ('_do_one_batch', '_do_grad_opt', '_with_events', '_step', '_split', '_set_device', '_do_fit'):
+    private(Learner, _name)   # (fastai's: the runner calls them, the fit scope replaces two of them)
+_NormBase = private(torch.nn.modules.batchnorm, '_NormBase')   # (the base of BatchNorm and InstanceNorm)
+
 # %% ../nbs/43_runner.ipynb #ea3c3407
 _OOM_SIGNS = ('out of memory', 'CUBLAS_STATUS_ALLOC_FAILED', 'CUDNN_STATUS_ALLOC_FAILED',
               'CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input')
@@ -404,7 +411,7 @@ def _snapshot(learn):
         logs = [recorder.losses, recorder.lrs, *getattr(recorder, 'hps', {}).values()]
         if hasattr(recorder, 'accum_bs'): logs.append(recorder.accum_bs)
     logs += [l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
-    norms = [m for m in learn.model.modules() if isinstance(m, torch.nn.modules.batchnorm._NormBase)]
+    norms = [m for m in learn.model.modules() if isinstance(m, _NormBase)]
     buffers = [t for m in norms for t in m.buffers()]
     return dict(pct_train=learn.pct_train, train_iter=learn.train_iter, logs=[(l, len(l)) for l in logs],
                 metrics=[(m, {k: _copy(v) for k,v in vars(m).items()}) for m in metrics],

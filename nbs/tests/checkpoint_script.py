@@ -16,7 +16,7 @@ SPEC is JSON, one script or a list of them (the i-th run in FOLDER/i):
 - opt: 'adam', 'ranger', 'sgd', 'lookahead' (Lookahead(SGD)) or 'adamw' (PyTorch's, in OptimWrapper)
 - steps: the script, a list of [what, epochs]: what is 'fit', 'fit_one_cycle', 'fine_tune' or 'lr_find' (no epochs)
 - folds: the script is run for each of this many folds, each a new Learner on its own part of the data (default 1)
-- extras: any of 'csv' (CSVLogger), 'save' (SaveModelCallback tracking the highest validation loss), 'early'
+- extras: any of 'csv' (CSVLogger), 'csv_append' (CSVLogger(append=True)), 'save' (SaveModelCallback tracking the highest validation loss), 'early'
   (EarlyStoppingCallback that stops after 2 epochs), 'train_metrics'
 - every_steps: TrainingCheckpoint's (default 2); fname: its (default 'checkpoint')
 - lrs: the lr of each fit step (default 1e-2 each)
@@ -27,6 +27,9 @@ SPEC is JSON, one script or a list of them (the i-th run in FOLDER/i):
   KeyboardInterrupt instead (at the n-th training batch), which the script catches, running the same step again,
   as a notebook's cell is run again; 'rerun' likewise, running the whole script again from the top, in the same process
 - reference: False to skip the uninterrupted run
+
+With the environment variable CHECKPOINT_SCRIPT_PATCH naming a Python file, every process runs that file first (a
+test's change to fastaccum, as a negative control).
 
 FOLDER gets reference.pt (what each fit of the uninterrupted script ended with), final.pt (the same, from the last
 process), process{i}.json and process{i}.out (each process's printed lines), exit_codes.json.
@@ -95,7 +98,7 @@ def opt_func():
 
 def extras():
     chosen = spec.get('extras', [])
-    return ([CSVLogger()] if 'csv' in chosen else []) + \
+    return ([CSVLogger()] if 'csv' in chosen else []) + ([CSVLogger(append=True)] if 'csv_append' in chosen else []) + \
            ([SaveModelCallback(monitor='valid_loss', comp=np.greater)] if 'save' in chosen else []) + \
            ([EarlyStoppingCallback(monitor='valid_loss', comp=np.greater, patience=1)] if 'early' in chosen else [])
 
@@ -172,7 +175,8 @@ def tear_writes(n):
 def ended(learn):
     "What a fit ended with: the weights, the Recorder, and the CSV log (without its times)"
     r = learn.recorder
-    csv = (Path(learn.path)/'history.csv').read_text().splitlines() if 'csv' in spec.get('extras', []) else None
+    logged = {'csv', 'csv_append'} & set(spec.get('extras', []))
+    csv = (Path(learn.path)/'history.csv').read_text().splitlines() if logged else None
     return dict(weights=[p.detach().clone() for p in learn.model.parameters()], losses=[float(v) for v in r.losses],
                 lrs=r.lrs, iters=r.iters, values=r.values, hps=getattr(r, 'hps', None),
                 accum_bs=getattr(r, 'accum_bs', None), csv=csv and [l.rsplit(',', 1)[0] for l in csv],
@@ -225,22 +229,38 @@ def run(number, chosen):
     info.update(killed=None)
     (folder/f'process{process}.json').write_text(json.dumps(info))
 
-def run_script(spec_, folder_):
-    """The script's runs: each a child process forked from this one, which has only imported (a new process, as a
-    restart makes one, without the import's seconds). A kill ends the child with os._exit; the next child resumes."""
+def process(spec_, folder_, number, chosen):
+    "One process of the script's run: a new one, as a restart makes (it may use CUDA)"
     global spec,folder,bs
     spec,folder,bs = spec_,folder_,(8 if spec_['loader'] == 'lm' else 16)
-    folder.mkdir(parents=True, exist_ok=True)
+    import multiprocessing   # its loaders' workers its own children, as PyTorch's are by default on Linux
+    multiprocessing.set_start_method('fork', force=True)   # gpu-ready: a new process's loader workers (outlive a kill else)
+    if os.environ.get('CHECKPOINT_SCRIPT_PATCH'):   # (a test's change to fastaccum, made in every process)
+        import runpy; runpy.run_path(os.environ['CHECKPOINT_SCRIPT_PATCH'])
+    try: run(number, chosen)
+    except BaseException: traceback.print_exc(); sys.stderr.flush(); os._exit(1)
+    os._exit(0)
+
+def new_processes():
+    """Processes that start as new ones, without a fork of this one (whatever it started, CUDA included, is no matter):
+    PyTorch's CUDA-safe `forkserver`, a server started afresh that has only imported fastai and fastaccum, of which
+    each process is a copy (a restart's new process, without its seconds of imports)"""
+    import multiprocessing
+    ctx = multiprocessing.get_context('forkserver')
+    ctx.set_forkserver_preload(['fastai.basics', 'fastai.callback.all', 'fastai.text.data', 'fastaccum.all'])
+    return ctx
+
+def run_script(spec_, folder_, ctx=None):
+    "The script's runs, each in a new process: a kill ends it with os._exit; the next one resumes"
+    ctx = ctx or new_processes()
+    folder_.mkdir(parents=True, exist_ok=True)
     codes = []
-    for number,chosen in enumerate(spec.get('kills', []) + [None]):
-        pid = os.fork()
-        if pid == 0:
-            try: run(number, chosen)
-            except BaseException: traceback.print_exc(); sys.stderr.flush(); os._exit(1)
-            os._exit(0)
-        codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    for number,chosen in enumerate(spec_.get('kills', []) + [None]):
+        child = ctx.Process(target=process, args=(spec_, folder_, number, chosen))
+        child.start(); child.join()
+        codes.append(child.exitcode)
         if codes[-1] not in (0, 17): break
-    (folder/'exit_codes.json').write_text(json.dumps(codes))
+    (folder_/'exit_codes.json').write_text(json.dumps(codes))
 
 
 # -- for the notebooks that run this file (importing it runs nothing)
@@ -280,4 +300,5 @@ if __name__ == '__main__':
     specs = json.loads(sys.argv[1])
     if isinstance(specs, dict): run_script(specs, Path(sys.argv[2]))   # one script, in FOLDER
     else:                                                                # several, the i-th in FOLDER/i
-        for i,one in enumerate(specs): run_script(one, Path(sys.argv[2])/str(i))
+        ctx = new_processes()
+        for i,one in enumerate(specs): run_script(one, Path(sys.argv[2])/str(i), ctx)
