@@ -580,13 +580,15 @@ class BatchNormWarning(WindowListener):
                       + ' (warn_batchnorm=False silences this.)')
         self.told = True
 
-def fit_batchnorm(model:nn.Module, # The Learner's model
-                  mode:str='window', # `GradientAccumulation`'s `batchnorm`: 'window' or 'micro'
-                  warn:bool=True, # `warn_batchnorm`: say once what BatchNorm layers see of a window
-                  world_size:int=1, # Processes
-                  whole_batch_loss:bool=False, # GradCache's two passes (BatchNorm sees each micro-batch twice)
-                  releases=None, # The fit's `Releases` (putting the layers back goes there)
-                 )->list:
+# %% ../nbs/15_batchnorm.ipynb #f1b5e0a2
+def fit_batchnorm(
+    model:nn.Module, # The Learner's model
+    mode:str='window', # `GradientAccumulation`'s `batchnorm`: 'window' or 'micro'
+    warn:bool=True, # `warn_batchnorm`: say once what BatchNorm layers see of a window
+    world_size:int=1, # Processes
+    whole_batch_loss:bool=False, # GradCache's two passes (BatchNorm sees each micro-batch twice)
+    releases=None, # The fit's `Releases` (putting the layers back goes there)
+)->list:
     "A fit's BatchNorm listeners: `WindowBatchNorm` (with 'window', where the model has such layers) and the warning"
     norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]   # (one walk of the model: at every fit)
     if not norms: return []   # (most models: nothing to watch, nothing to say)
