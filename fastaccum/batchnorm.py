@@ -233,6 +233,8 @@ class WindowBatchNorm(WindowListener):
         if model is not None: self.model = _model_of(model)
         if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
         layers = batchnorm_layers(self.model)
+        # (a layer another WindowBatchNorm still watches, an interrupted fit's, is put back first: its own momentum)
+        for layer in layers.values(): _unwatch(layer)
         self.names,self.layers = list(layers),list(layers.values())
         if not self.layers: return self
         self.device,self.dtype = _one_place(self.layers)
