@@ -161,6 +161,7 @@ def _check_input_dim(layer, x):
         wbn._calls[i] = k + 1
         calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
         calls.counts[i],calls.minus[i] = n,(wbn._synced_share(layer) if wbn._sync[i] else 1.)
+    if 'running_mean' not in d: link.momentum = d.get('momentum', link.momentum)   # (its own: a callback may set it)
     # momentum 1: the kernel writes the call's mean and unbiased variance (set here, so that a subclass whose forward
     # does not call `_check_input_dim` keeps PyTorch's own update)
     d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
@@ -222,7 +223,7 @@ class WindowBatchNorm(WindowListener):
         # each layer's calls so far in this micro-batch (or piece of one); the depth of `paused`
         self._calls,self._paused = [],0
         # the Learner whose fit started the watch (None outside a fit), and the thread it runs in
-        self._owner,self._thread = None,None
+        self._owner,self._thread,self._links = None,None,[]
         if model is not None: self.start(model)
 
     def start(self,
@@ -241,14 +242,14 @@ class WindowBatchNorm(WindowListener):
         self._wide = _wide(self.device)
         self._sync = [isinstance(l, nn.SyncBatchNorm) for l in self.layers]
         self._calls = [0]*len(self.layers)
-        # the user's momentum (None: the cumulative average), and the per-forward counter the kernel path adds to
-        self._momenta = [l.momentum for l in self.layers]
+        # the per-forward counter the kernel path adds to (the layers' momenta are in their links)
         self._nbt = torch.zeros((), dtype=torch.long, device=self.device)
         self._lay_out()
         self._owner,self._thread = _fitting_learner(),threading.get_ident()
-        for i,layer in enumerate(self.layers):
+        self._links = [_Link(self, i, layer.momentum) for i,layer in enumerate(self.layers)]
+        for layer,link in zip(self.layers, self._links):
             d = vars(layer)
-            d['_window_bn'],d['_check_input_dim'] = _Link(self, i, layer.momentum),MethodType(_check_input_dim, layer)
+            d['_window_bn'],d['_check_input_dim'] = link,MethodType(_check_input_dim, layer)
             d['__getstate__'] = MethodType(_getstate, layer)   # (`pickle` and `copy` find it before the class's)
         return self
 
@@ -258,7 +259,7 @@ class WindowBatchNorm(WindowListener):
         for layer in self.layers:
             link = vars(layer).get('_window_bn')
             if link is not None and link.wbn is self: _unwatch(layer)
-        self._owner = None
+        self._owner,self._links = None,[]
         self.layers,self.names,self._slots,self._trash,self._calls = [],[],[],None,[]
 
     @property
@@ -433,12 +434,15 @@ def _factor(self:WindowBatchNorm,
     nbts:list, # Their `num_batches_tracked`, counted already
 )->torch.Tensor:
     "Per channel, the update's factor: the layer's momentum, 1/num_batches_tracked with momentum=None; 0 if not `on`"
-    if self._factors is None or self._factors[0] != on:
-        base = [m if o and m is not None else 0. for m,o in zip(self._momenta, on)]
-        cumulative = [float(o and m is None) for m,o in zip(self._momenta, on)]
+    # (each layer's momentum as its last call in training mode read it: a callback may have changed it)
+    key = (on, tuple(link.momentum for link in self._links))
+    if self._factors is None or self._factors[0] != key:
+        momenta = key[1]
+        base = [m if o and m is not None else 0. for m,o in zip(momenta, on)]
+        cumulative = [float(o and m is None) for m,o in zip(momenta, on)]
         t = torch.tensor([base, cumulative], dtype=self.dtype).to(self.device, non_blocking=True)
         fixed = None if any(cumulative) else t[0].repeat_interleave(self._widths_t, output_size=self._total)
-        self._factors = (on, t, fixed)
+        self._factors = (key, t, fixed)
     _,t,fixed = self._factors
     if fixed is not None: return fixed   # (no momentum=None among them: the same factors at every step)
     f = torch.addcdiv(t[0], t[1], torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
