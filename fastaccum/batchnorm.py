@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/batchnorm.html.md"""
 
 # %% ../nbs/15_batchnorm.ipynb #73362b5e
 from __future__ import annotations
-import warnings
+import sys, threading, warnings
 from contextlib import contextmanager
 from itertools import accumulate
 from types import MethodType
@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parameter import is_lazy
 from fastcore.basics import patch
-from .parts import WindowListener
+from .parts import WindowListener, fit_running
 
 # %% auto #0
 __all__ = ['batch_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm', 'batchnorm_warning',
@@ -114,19 +114,32 @@ def _in_backward()->bool:
 _SHADOWS = ('running_mean', 'running_var', 'num_batches_tracked')
 
 class _Link:
-    "A watched layer's link to its `WindowBatchNorm`; a copy of the layer gets an empty one, and puts itself back"
+    "A watched layer's link to its `WindowBatchNorm`: its place there, and the layer's own momentum"
     __slots__ = ('wbn', 'i', 'momentum')
     def __init__(self, wbn, i, momentum): self.wbn,self.i,self.momentum = wbn,i,momentum
-    def __copy__(self): return _Link(None, None, self.momentum)
-    def __deepcopy__(self, memo): return self.__copy__()
+
+_OURS = ('_window_bn', '_check_input_dim', '__getstate__')   # (what watching adds to a layer's instance)
+
+def _unpoint(d:dict, link:_Link):
+    "Take the window's buffers off a layer's attributes `d` (its own are found again), and give back its momentum"
+    if 'running_mean' in d:
+        del d['running_mean'], d['running_var'], d['num_batches_tracked']
+        d['momentum'] = link.momentum
+
+def _unwatched(d:dict)->dict:
+    "`d`, a watched layer's attributes, as they were before it was watched (in place)"
+    link = d.get('_window_bn')
+    if link is not None: _unpoint(d, link)
+    for name in _OURS: d.pop(name, None)
+    return d
 
 def _unwatch(layer):
     "Put `layer` back as it was: its own running buffers, momentum and `_check_input_dim`"
-    d = vars(layer)
-    for name in _SHADOWS: d.pop(name, None)
-    link = d.pop('_window_bn', None)
-    d.pop('_check_input_dim', None)
-    if link is not None: d['momentum'] = link.momentum
+    _unwatched(vars(layer))
+
+def _getstate(layer)->dict:
+    "A watched layer's state for `pickle` and `copy`: the layer as it was (a copy or a saved model is not watched)"
+    return _unwatched(nn.Module.__getstate__(layer))
 
 def _check_input_dim(layer, x):
     """A watched layer's `_check_input_dim`, which its forward calls first: PyTorch's check, then (in training mode)
@@ -135,13 +148,11 @@ def _check_input_dim(layer, x):
     d = layer.__dict__
     link = d['_window_bn']
     wbn = link.wbn
-    if wbn is None: return _unwatch(layer)   # (a copy of the layer, made while it was watched)
-    if not layer.training:   # (eval mode: its own running statistics)
-        if 'running_mean' in d:
-            del d['running_mean'], d['running_var'], d['num_batches_tracked']
-            d['momentum'] = link.momentum
-        return
+    if not layer.training: return _unpoint(d, link)   # (eval mode: its own running statistics)
     i = link.i
+    # (the first layer checks, once a forward, that the fit that started the watch still runs: else, an interrupted
+    # fit's, it puts every layer back, and this forward is PyTorch's own)
+    if not i and wbn._owner is not None and not wbn._owner_fitting(): return wbn.remove()
     if wbn._lazy and i in wbn._lazy: wbn._lay_out()   # (a lazy layer's first forward: its channels are known now)
     n = x.numel()//x.shape[1] if x.shape[1] else 0
     if wbn._paused or not n or _in_backward(): calls = wbn._trash   # (a call the large batch does not make)
@@ -150,6 +161,7 @@ def _check_input_dim(layer, x):
         wbn._calls[i] = k + 1
         calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
         calls.counts[i],calls.minus[i] = n,(wbn._synced_share(layer) if wbn._sync[i] else 1.)
+    if 'running_mean' not in d: link.momentum = d.get('momentum', link.momentum)   # (its own: a callback may set it)
     # momentum 1: the kernel writes the call's mean and unbiased variance (set here, so that a subclass whose forward
     # does not call `_check_input_dim` keeps PyTorch's own update)
     d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
@@ -210,6 +222,8 @@ class WindowBatchNorm(WindowListener):
         self.model,self.layers,self.names,self._slots,self._trash = None,[],[],[],None
         # each layer's calls so far in this micro-batch (or piece of one); the depth of `paused`
         self._calls,self._paused = [],0
+        # the Learner whose fit started the watch (None outside a fit), and the thread it runs in
+        self._owner,self._thread,self._links = None,None,[]
         if model is not None: self.start(model)
 
     def start(self,
@@ -220,19 +234,23 @@ class WindowBatchNorm(WindowListener):
         if model is not None: self.model = _model_of(model)
         if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
         layers = batchnorm_layers(self.model)
+        # (a layer another WindowBatchNorm still watches, an interrupted fit's, is put back first: its own momentum)
+        for layer in layers.values(): _unwatch(layer)
         self.names,self.layers = list(layers),list(layers.values())
         if not self.layers: return self
         self.device,self.dtype = _one_place(self.layers)
         self._wide = _wide(self.device)
         self._sync = [isinstance(l, nn.SyncBatchNorm) for l in self.layers]
         self._calls = [0]*len(self.layers)
-        # the user's momentum (None: the cumulative average), and the per-forward counter the kernel path adds to
-        self._momenta = [l.momentum for l in self.layers]
+        # the per-forward counter the kernel path adds to (the layers' momenta are in their links)
         self._nbt = torch.zeros((), dtype=torch.long, device=self.device)
         self._lay_out()
-        for i,layer in enumerate(self.layers):
+        self._owner,self._thread = _fitting_learner(),threading.get_ident()
+        self._links = [_Link(self, i, layer.momentum) for i,layer in enumerate(self.layers)]
+        for layer,link in zip(self.layers, self._links):
             d = vars(layer)
-            d['_window_bn'],d['_check_input_dim'] = _Link(self, i, layer.momentum),MethodType(_check_input_dim, layer)
+            d['_window_bn'],d['_check_input_dim'] = link,MethodType(_check_input_dim, layer)
+            d['__getstate__'] = MethodType(_getstate, layer)   # (`pickle` and `copy` find it before the class's)
         return self
 
     def remove(self):
@@ -241,12 +259,17 @@ class WindowBatchNorm(WindowListener):
         for layer in self.layers:
             link = vars(layer).get('_window_bn')
             if link is not None and link.wbn is self: _unwatch(layer)
+        self._owner,self._links = None,[]
         self.layers,self.names,self._slots,self._trash,self._calls = [],[],[],None,[]
 
     @property
     def held(self)->bool:
         "Whether the window holds statistics of some layer"
         return any(c.held for c in self._slots)
+
+    def _owner_fitting(self)->bool:
+        "Whether the fit that started the watch runs still (a forward in another thread, as `DataParallel`'s: assumed)"
+        return threading.get_ident() != self._thread or fit_running(self._owner)
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
@@ -259,6 +282,15 @@ def _one_place(layers)->tuple:
         f'WindowBatchNorm needs the BatchNorm layers\' running statistics on one device in one dtype, found {places}. '
         "Pass batchnorm='micro' (PyTorch's update at every micro-batch) for such a model.")
     return places.pop()
+
+def _fitting_learner():
+    "The `Learner` whose `fit` runs in this thread (the innermost), or None"
+    from fastai.learner import Learner
+    code,frame = Learner.fit.__code__,sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code: return frame.f_locals.get('self')
+        frame = frame.f_back
+    return None
 
 @patch
 def _widths(self:WindowBatchNorm)->list:
@@ -309,6 +341,10 @@ def micro_batch_done(self:WindowBatchNorm,
         calls.pending_held = set()
         if calls.pending is not None: calls.keep('pending', None)
     self._calls = [0]*len(self.layers)
+    # (between micro-batches, a layer's `running_mean` and `momentum` are its own: a callback reads, saves or copies them)
+    for layer in self.layers:
+        d = layer.__dict__
+        if 'running_mean' in d: _unpoint(d, d['_window_bn'])
 
 @patch
 def new_piece(self:WindowBatchNorm):
@@ -398,12 +434,15 @@ def _factor(self:WindowBatchNorm,
     nbts:list, # Their `num_batches_tracked`, counted already
 )->torch.Tensor:
     "Per channel, the update's factor: the layer's momentum, 1/num_batches_tracked with momentum=None; 0 if not `on`"
-    if self._factors is None or self._factors[0] != on:
-        base = [m if o and m is not None else 0. for m,o in zip(self._momenta, on)]
-        cumulative = [float(o and m is None) for m,o in zip(self._momenta, on)]
+    # (each layer's momentum as its last call in training mode read it: a callback may have changed it)
+    key = (on, tuple(link.momentum for link in self._links))
+    if self._factors is None or self._factors[0] != key:
+        momenta = key[1]
+        base = [m if o and m is not None else 0. for m,o in zip(momenta, on)]
+        cumulative = [float(o and m is None) for m,o in zip(momenta, on)]
         t = torch.tensor([base, cumulative], dtype=self.dtype).to(self.device, non_blocking=True)
         fixed = None if any(cumulative) else t[0].repeat_interleave(self._widths_t, output_size=self._total)
-        self._factors = (on, t, fixed)
+        self._factors = (key, t, fixed)
     _,t,fixed = self._factors
     if fixed is not None: return fixed   # (no momentum=None among them: the same factors at every step)
     f = torch.addcdiv(t[0], t[1], torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
@@ -547,13 +586,15 @@ class BatchNormWarning(WindowListener):
                       + ' (warn_batchnorm=False silences this.)')
         self.told = True
 
-def fit_batchnorm(model:nn.Module, # The Learner's model
-                  mode:str='window', # `GradientAccumulation`'s `batchnorm`: 'window' or 'micro'
-                  warn:bool=True, # `warn_batchnorm`: say once what BatchNorm layers see of a window
-                  world_size:int=1, # Processes
-                  whole_batch_loss:bool=False, # GradCache's two passes (BatchNorm sees each micro-batch twice)
-                  releases=None, # The fit's `Releases` (putting the layers back goes there)
-                 )->list:
+# %% ../nbs/15_batchnorm.ipynb #f1b5e0a2
+def fit_batchnorm(
+    model:nn.Module, # The Learner's model
+    mode:str='window', # `GradientAccumulation`'s `batchnorm`: 'window' or 'micro'
+    warn:bool=True, # `warn_batchnorm`: say once what BatchNorm layers see of a window
+    world_size:int=1, # Processes
+    whole_batch_loss:bool=False, # GradCache's two passes (BatchNorm sees each micro-batch twice)
+    releases=None, # The fit's `Releases` (putting the layers back goes there)
+)->list:
     "A fit's BatchNorm listeners: `WindowBatchNorm` (with 'window', where the model has such layers) and the warning"
     norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]   # (one walk of the model: at every fit)
     if not norms: return []   # (most models: nothing to watch, nothing to say)
