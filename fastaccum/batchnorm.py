@@ -341,7 +341,8 @@ def micro_batch_done(self:WindowBatchNorm,
         calls.pending_held = set()
         if calls.pending is not None: calls.keep('pending', None)
     self._calls = [0]*len(self.layers)
-    # (between micro-batches, a layer's `running_mean` and `momentum` are its own: a callback reads, saves or copies them)
+    # (between micro-batches, a layer's `running_mean` and `momentum` are its own: a callback reads, saves or copies
+    # them)
     for layer in self.layers:
         d = layer.__dict__
         if 'running_mean' in d: _unpoint(d, d['_window_bn'])

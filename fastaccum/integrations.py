@@ -146,7 +146,8 @@ def wandb_count_batch(wandb_cb, # fastai's `WandbCallback`
                       logged:bool=False, # Whether W&B logs it (and adds a whole batch to its epoch itself)
                      ):
     "Advance W&B's fractional epoch by a micro-batch's share of a loader batch"
-    wandb_cb._wandb_epoch = private(wandb_cb, '_wandb_epoch') + (share - logged)/n_iter   # (fastai's, set in its before_fit)
+    # (fastai's attribute, set in its `before_fit`: read through `private`, so a release without it says so)
+    wandb_cb._wandb_epoch = private(wandb_cb, '_wandb_epoch') + (share - logged)/n_iter
 
 def wandb_time_window(wandb_cb, # fastai's `WandbCallback`
                       start:float, # `time.perf_counter()` at the window's start

@@ -295,6 +295,6 @@ def plot_gns(self:GradientNoiseScale,
 def __copy__(self:GradientNoiseScale):
     "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
     new = object.__new__(type(self))
-    new.__dict__.update(vars(self), history=list(self.history), releases=Releases(), measuring=False, learn=None, _loaded=False,
-                        _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
+    new.__dict__.update(vars(self), history=list(self.history), releases=Releases(), measuring=False, learn=None,
+                        _loaded=False, _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
     return new
