@@ -24,6 +24,7 @@ from fastai.torch_core import find_bs, find_device
 from .window import *
 from .plan import FitPlan, FixedBatchSize, AdaptiveBatchSize, loss_reduction, read_plan, split_size
 from .parts import Releases, WindowListener, Listeners, Attached, FitScope, Weighed, SizeAdvisor, find_cb, fit_running
+from .parts import inside_fit
 from .loaders import epoch_sizes, loader_bs
 from .checks import check_positive_int, check_bool, check_count
 from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder
@@ -343,8 +344,8 @@ class GradientAccumulation(BatchCallback):
     def before_fit(self):
         "Release what an interrupted fit left; check the Learner, and prepare its callbacks for a fit in windows"
         learn = self.learn
-        # a validation inside the fit: its parts stay (after a fit an exception ended, they are released)
-        if learn.lock.locked() and self.plan is not None and fit_running(learn): return
+        # a validation, `summary` or `tta` inside the fit: its parts stay (after a fit an exception ended, released)
+        if self.plan is not None and inside_fit(learn): return
         self._release()
         self.scope = FitScope.find(learn)   # (the fit's; outside a fit, the context's)
         self.releases = self.scope.releases.part(self)
@@ -374,9 +375,9 @@ class GradientAccumulation(BatchCallback):
     after_cancel_epoch = after_train   # (an epoch cancelled during its training skips `after_train`)
 
     def after_fit(self):
-        "Release everything the fit installed (not after a validation inside the fit); a context's scope ends here"
+        "Release everything the fit installed (not after a validation, `summary` or `tta` inside the fit)"
         scope = self.scope
-        if not (self.learn.lock.locked() and self.plan is not None): self._release()
+        if not (self.plan is not None and inside_fit(self.learn)): self._release()
         if scope is not None and not scope.fit: scope.close()
 
     # -- each micro-batch

@@ -14,7 +14,7 @@ from fastai.callback.core import Callback
 from fastai.callback.fp16 import MixedPrecision
 from fastai.learner import ValueMetric
 from .checks import check_positive_int, check_bool
-from .parts import Releases, Attached, WindowListener, Weighed, SizeAdvisor, FitScope, find_cb
+from .parts import Releases, Attached, WindowListener, Weighed, SizeAdvisor, FitScope, find_cb, inside_fit
 from .distributed import all_reduce_sums, fsdp_root, fsdp_unsharded_params
 from .integrations import BatchCallback, log_beside_step
 from .accumulate import GradientAccumulation
@@ -129,7 +129,7 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
     def before_fit(self):
         "Release what an interrupted fit left; a `b_simple` column for the Recorder (the fit starts with its training)"
         learn = self.learn
-        if learn.lock.locked(): return   # a validation: nothing to do (a fit an exception ended closed its scope)
+        if learn.lock.locked() or inside_fit(learn): return   # a validation (`summary`, `tta` in a fit): nothing to do
         self.releases.close()
         self.releases = FitScope.find(learn).releases.part(self)   # (the fit's scope: its installs go there)
         self.taps.forget(); self._pairs.clear()
@@ -144,7 +144,7 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
 
     def after_fit(self):
         "Take the hooks and the Recorder's column back (not after a validation inside the fit)"
-        if self.learn.lock.locked(): return
+        if self.learn.lock.locked() or inside_fit(self.learn): return
         self.releases.close()
         scope = FitScope.of(self.learn)
         if scope is not None and not scope.fit: scope.close()   # (`summary`'s, `tta`'s context ends here)
@@ -296,5 +296,5 @@ def __copy__(self:GradientNoiseScale):
     "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
     new = object.__new__(type(self))
     new.__dict__.update(vars(self), history=list(self.history), releases=Releases(), ga=None, learn=None, _loaded=False,
-                        _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
+                        measuring=False, _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
     return new

@@ -13,7 +13,7 @@ from fastai.callback.core import CancelFitException
 
 # %% auto #0
 __all__ = ['STARTING', 'RUNNING', 'ENDING', 'Releases', 'Attached', 'Weighed', 'WindowListener', 'Listeners', 'find_cb',
-           'SizeAdvisor', 'FitScope', 'fit_running']
+           'SizeAdvisor', 'FitScope', 'fit_running', 'inside_fit']
 
 # %% ../nbs/42_parts.ipynb #259f92fa
 def _put_back(obj, name, had, old):
@@ -211,6 +211,7 @@ class FitScope:
 
     def _run(self, do_fit):
         "The fit's `_do_fit`: its epochs, between the fit's own `before_fit` and `after_fit`"
+        if isinstance(do_fit, _Installed): do_fit = do_fit.replaced   # (a fit in a fit: not the outer fit's phases)
         def _do_fit():
             self.phase = RUNNING
             try: do_fit()
@@ -241,3 +242,9 @@ def fit_running(learn, # A `Learner`
     fit = next((scope for scope in reversed(_SCOPES.get(learn, ())) if scope.fit), None)
     if fit is None: return False
     return not event or (fit.phase != RUNNING and not learn.lock.locked())
+
+# %% ../nbs/42_parts.ipynb #776ffb87
+def inside_fit(learn, # A `Learner`
+              )->bool:
+    "Whether the event dispatched now is of something run inside a fit (a validation, `summary`, `tta`), not its own"
+    return fit_running(learn) and not fit_running(learn, event=True)

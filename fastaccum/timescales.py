@@ -12,7 +12,7 @@ from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer, Lookahead
 from .checks import check_positive_int
-from .parts import WindowListener, Attached, find_cb, fit_running
+from .parts import WindowListener, Attached, find_cb, inside_fit
 from .accumulate import GradientAccumulation
 from .schedule import GradientAccumulationSchedule
 from .noise import GradientNoiseScale
@@ -104,11 +104,11 @@ class KeepTimescales(Callback):
 
     def before_fit(self):
         "A new fit starts afresh (fastai's validation context fires `before_fit` too: nothing to do there)"
-        if self.learn.lock.locked() and fit_running(self.learn): return
+        if inside_fit(self.learn): return
         self._release()
 
     def after_fit(self):
-        if not self.learn.lock.locked(): self._release()
+        if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
 
     def before_train(self):
         "The fit's accumulation callback and the optimizer's rules (refused if unknown); the reference batch"
@@ -193,11 +193,11 @@ class BatchSizeWarmup(Callback, WindowListener):
     def _release(self): self.ga = self.noise = None
 
     def before_fit(self):
-        if self.learn.lock.locked() and fit_running(self.learn): return
+        if inside_fit(self.learn): return
         self._release()
 
     def after_fit(self):
-        if not self.learn.lock.locked(): self._release()
+        if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
 
     def before_train(self):
         "At the fit's start: the accumulation callback follows this warm-up (a loaded state continues where it was)"
