@@ -110,6 +110,7 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
         store_attr()
         self.history,self.releases,self.measuring,self._loaded,self.learn = [],Releases(),False,False,None
         self._weighed = None   # (the micro-batch's `Weighed`, as the accumulation callback told it)
+        self._measured = None   # (a window's estimates, from its `before_step` to its `after_step`)
         self._sqnorm_avg = self._trace_avg = 0.
         self._pairs,self.taps = [],GradientTaps()   # (pairs emptied in place: nothing is set at every micro-batch)
         self.params,self._sharded,self._on_cpu,self._scaler,self._tb = [],False,False,None,None   # (each fit's)
@@ -183,7 +184,8 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
     def micro_batch_done(self, kept:bool): self._weighed = None
     def window_closed(self, window): self._pairs.clear()   # (a step skipped after this callback's turn: no estimate)
 
-    def before_batch(self): self.taps.forget()   # (what hooks kept of a backward cancelled before `after_backward`)
+    def before_batch(self):   # (what hooks kept of a backward cancelled before `after_backward`; a step cut short)
+        self.taps.forget(); self._measured = None
 
     def before_backward(self):
         "Under FSDP: hooks on the unsharded parameters (once a forward has made them), heeded for micro-batches paired"
@@ -211,15 +213,23 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
         return torch.stack(norms).square().sum()
 
     def before_step(self):
-        "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window, then smooth them"
+        "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window (kept if it steps)"
         weighed = self._weighed   # (the window's last micro-batch; `None`: a step of no window, nothing to measure)
         if weighed is None or not self.measuring: return
-        sqnorm,trace = self._estimate(self._pairs, weighed)
+        self._measured = (*self._estimate(self._pairs, weighed), weighed.size)
         self._pairs.clear()
+
+    def after_cancel_step(self): self._measured = None   # (a guard after this callback skipped the step)
+
+    def after_step(self):
+        "The optimizer stepped: the window's estimates go into the moving averages and the `history`"
+        measured,self._measured = self._measured,None
+        if measured is None: return
+        sqnorm,trace,size = measured
         if math.isfinite(sqnorm) and math.isfinite(trace):
             b = self.beta
             self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace
-        self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=weighed.size))
+        self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=size))
         self._log()
 
     def _window_grads(self)->list:
@@ -296,5 +306,6 @@ def __copy__(self:GradientNoiseScale):
     "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
     new = object.__new__(type(self))
     new.__dict__.update(vars(self), history=list(self.history), releases=Releases(), ga=None, learn=None, _loaded=False,
-                        measuring=False, _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
+                        measuring=False, _measured=None,
+                        _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
     return new
