@@ -187,10 +187,15 @@ class BatchSizeWarmup(Callback, WindowListener):
             raise ValueError(f"`grow` must be 'double' or 'suggestion', got {grow!r}. Pass grow='double'.")
         store_attr()
         self.ga,self.noise,self._loaded,self.noise_history = None,None,None,[]
+        self._replaced = None   # (the accumulation callback's policy this warm-up replaced for the fit)
         self._take(dict(in_use=None, changed_at=0, samples=0, history=[]))
 
     learn,__setattr__ = Attached(),object.__setattr__   # (leaving the Learner calls `_release`)
-    def _release(self): self.ga = self.noise = None
+    def _release(self):
+        "Let go of the partners; removed mid-fit, the accumulation callback gets back the policy this one replaced"
+        ga = self.ga
+        if ga is not None and ga.policy is self: ga.policy = self._replaced
+        self.ga = self.noise = self._replaced = None
 
     def before_fit(self):
         if inside_fit(self.learn): return
@@ -206,6 +211,7 @@ class BatchSizeWarmup(Callback, WindowListener):
         ga,noise = self._partners(learn)
         loaded,self._loaded = self._loaded,None
         self._take(loaded or dict(in_use=ga.in_use, changed_at=0, samples=0, history=[]))
+        self._replaced = ga.policy
         ga.policy,self.ga,self.noise = self,ga,noise   # (the fit's policy: `size` at each window's start)
         self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
 
