@@ -300,6 +300,13 @@ class GradientAccumulation(BatchCallback):
                             listeners=Listeners(), learn=None, scope=None, **dict.fromkeys(_FIT_PARTS))   # (no fit)
         return new
 
+    def __getstate__(self)->dict:
+        "Pickled (`learn.export()` in a fit) as after its fit: its settings and steps, none of the fit's parts or scope"
+        state = dict(vars(self), releases=Releases(), listeners=Listeners(), scope=None, **dict.fromkeys(_FIT_PARTS))
+        if self.plan is None: return state
+        found = None if self.runner is None else self.runner.found   # (as `_release` keeps them)
+        return dict(state, _n_steps=self.n_steps, found_bs=found or self.found_bs)
+
     @property
     def n_steps(self)->int:
         "The fit's optimizer steps so far, as its `FitScope` counts them (outside a fit: the last fit's, or a state's)"

@@ -7,6 +7,7 @@ Docs: https://fastaccum.github.io/fastaccum/noise_scale.html.md"""
 # %% ../nbs/14_noise_scale.ipynb #2e8bfd90
 from __future__ import annotations
 import math, numbers
+from copy import copy
 from functools import partial
 import torch
 from fastcore.basics import store_attr, patch
@@ -135,13 +136,9 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
         self.releases = FitScope.find(learn).releases.part(self)   # (the fit's scope: its installs go there)
         self.taps.forget(); self._pairs.clear()
         if 'lr_finder' in vars(learn): return   # `lr_find` sweeps the learning rate: it measures and changes nothing
-        column = ValueMetric(lambda: self.b_simple, 'b_simple')
-        learn.metrics = learn.metrics + [column]
-        self.releases.callback(self._drop_column, column)
-
-    def _drop_column(self, column):
-        learn = self.__dict__.get('learn')
-        if learn is not None: learn.metrics = [m for m in learn.metrics if m is not column]
+        # the column is an install on the fit's scope: a Learner pickled in the fit (`learn.export()`) leaves it out
+        column = ValueMetric(self.suggested_bs, 'b_simple')
+        self.releases.replace(learn, '_metrics', learn.metrics + [column])   # (fastai's `metrics` holds them there)
 
     def after_fit(self):
         "Take the hooks and the Recorder's column back (not after a validation inside the fit)"
@@ -309,3 +306,8 @@ def __copy__(self:GradientNoiseScale):
                         measuring=False, _measured=None,
                         _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
     return new
+
+@patch
+def __getstate__(self:GradientNoiseScale)->dict:
+    "Pickled (`learn.export()` in a fit) as a copy is made, on its Learner: the next fit starts afresh"
+    return dict(vars(copy(self)), learn=self.__dict__.get('learn'))

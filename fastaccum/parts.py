@@ -64,6 +64,18 @@ class Releases:
             except BaseException as e: error = error or e
         if error is not None: raise error
 
+    def restored(self,
+        obj, # The object whose state it is (a Learner)
+        state:dict, # A copy of `obj.__dict__` (what `__getstate__` pickles)
+    )->dict:
+        "`state` as `close` would leave it: this stack's installs on `obj` put back (last first), none undone on `obj`"
+        for _,fn,args,_ in reversed(self.undos):
+            if fn is not _put_back or args[0] is not obj: continue
+            _,name,had,old = args
+            if had: state[name] = old
+            else: state.pop(name, None)
+        return state
+
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
@@ -232,6 +244,17 @@ def _scoped_fit(self:Learner, *args, **kwargs):
     finally: scope.close()   # (every way out: `after_fit` ran or not)
 
 if not hasattr(Learner.fit, '__wrapped__'): Learner.fit = _scoped_fit   # (once: the first import's wrapper stays)
+
+# %% ../nbs/42_parts.ipynb #2c704213
+_fastai_getstate = getattr(Learner.__getstate__, '__wrapped__', Learner.__getstate__)
+
+@functools.wraps(_fastai_getstate)
+def _getstate(self:Learner)->dict:
+    state = _fastai_getstate(self)
+    for scope in reversed(_SCOPES.get(self, ())): scope.releases.restored(self, state)   # (the innermost first)
+    return state
+
+if not hasattr(Learner.__getstate__, '__wrapped__'): Learner.__getstate__ = _getstate   # (once, as `fit`)
 
 # %% ../nbs/42_parts.ipynb #81312e0d
 def fit_running(learn, # A `Learner`
