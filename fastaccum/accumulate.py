@@ -24,6 +24,7 @@ from fastai.torch_core import find_bs, find_device
 from .window import *
 from .plan import FitPlan, FixedBatchSize, AdaptiveBatchSize, loss_reduction, read_plan, split_size
 from .parts import Releases, WindowListener, Listeners, Attached, FitScope, Weighed, SizeAdvisor, find_cb, fit_running
+from .parts import inside_fit
 from .loaders import epoch_sizes, loader_bs
 from .checks import check_positive_int, check_bool, check_count
 from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder
@@ -299,6 +300,13 @@ class GradientAccumulation(BatchCallback):
                             listeners=Listeners(), learn=None, scope=None, **dict.fromkeys(_FIT_PARTS))   # (no fit)
         return new
 
+    def __getstate__(self)->dict:
+        "Pickled (`learn.export()` in a fit) as after its fit: its settings and steps, none of the fit's parts or scope"
+        state = dict(vars(self), releases=Releases(), listeners=Listeners(), scope=None, **dict.fromkeys(_FIT_PARTS))
+        if self.plan is None: return state
+        found = None if self.runner is None else self.runner.found   # (as `_release` keeps them)
+        return dict(state, _n_steps=self.n_steps, found_bs=found or self.found_bs)
+
     @property
     def n_steps(self)->int:
         "The fit's optimizer steps so far, as its `FitScope` counts them (outside a fit: the last fit's, or a state's)"
@@ -343,8 +351,8 @@ class GradientAccumulation(BatchCallback):
     def before_fit(self):
         "Release what an interrupted fit left; check the Learner, and prepare its callbacks for a fit in windows"
         learn = self.learn
-        # a validation inside the fit: its parts stay (after a fit an exception ended, they are released)
-        if learn.lock.locked() and self.plan is not None and fit_running(learn): return
+        # a validation, `summary` or `tta` inside the fit: its parts stay (after a fit an exception ended, released)
+        if self.plan is not None and inside_fit(learn): return
         self._release()
         self.scope = FitScope.find(learn)   # (the fit's; outside a fit, the context's)
         self.releases = self.scope.releases.part(self)
@@ -374,9 +382,9 @@ class GradientAccumulation(BatchCallback):
     after_cancel_epoch = after_train   # (an epoch cancelled during its training skips `after_train`)
 
     def after_fit(self):
-        "Release everything the fit installed (not after a validation inside the fit); a context's scope ends here"
+        "Release everything the fit installed (not after a validation, `summary` or `tta` inside the fit)"
         scope = self.scope
-        if not (self.learn.lock.locked() and self.plan is not None): self._release()
+        if not (self.plan is not None and inside_fit(self.learn)): self._release()
         if scope is not None and not scope.fit: scope.close()
 
     # -- each micro-batch

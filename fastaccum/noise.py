@@ -7,6 +7,7 @@ Docs: https://fastaccum.github.io/fastaccum/noise_scale.html.md"""
 # %% ../nbs/14_noise_scale.ipynb #2e8bfd90
 from __future__ import annotations
 import math, numbers
+from copy import copy
 from functools import partial
 import torch
 from fastcore.basics import store_attr, patch
@@ -14,7 +15,7 @@ from fastai.callback.core import Callback
 from fastai.callback.fp16 import MixedPrecision
 from fastai.learner import ValueMetric
 from .checks import check_positive_int, check_bool
-from .parts import Releases, Attached, WindowListener, Weighed, SizeAdvisor, FitScope, find_cb
+from .parts import Releases, Attached, WindowListener, Weighed, SizeAdvisor, FitScope, find_cb, inside_fit
 from .distributed import all_reduce_sums, fsdp_root, fsdp_unsharded_params
 from .integrations import BatchCallback, log_beside_step
 from .accumulate import GradientAccumulation
@@ -110,6 +111,7 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
         store_attr()
         self.history,self.releases,self.measuring,self._loaded,self.learn = [],Releases(),False,False,None
         self._weighed = None   # (the micro-batch's `Weighed`, as the accumulation callback told it)
+        self._measured = None   # (a window's estimates, from its `before_step` to its `after_step`)
         self._sqnorm_avg = self._trace_avg = 0.
         self._pairs,self.taps = [],GradientTaps()   # (pairs emptied in place: nothing is set at every micro-batch)
         self.params,self._sharded,self._on_cpu,self._scaler,self._tb = [],False,False,None,None   # (each fit's)
@@ -129,22 +131,18 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
     def before_fit(self):
         "Release what an interrupted fit left; a `b_simple` column for the Recorder (the fit starts with its training)"
         learn = self.learn
-        if learn.lock.locked(): return   # a validation: nothing to do (a fit an exception ended closed its scope)
+        if learn.lock.locked() or inside_fit(learn): return   # a validation (`summary`, `tta` in a fit): nothing to do
         self.releases.close()
         self.releases = FitScope.find(learn).releases.part(self)   # (the fit's scope: its installs go there)
         self.taps.forget(); self._pairs.clear()
         if 'lr_finder' in vars(learn): return   # `lr_find` sweeps the learning rate: it measures and changes nothing
-        column = ValueMetric(lambda: self.b_simple, 'b_simple')
-        learn.metrics = learn.metrics + [column]
-        self.releases.callback(self._drop_column, column)
-
-    def _drop_column(self, column):
-        learn = self.__dict__.get('learn')
-        if learn is not None: learn.metrics = [m for m in learn.metrics if m is not column]
+        # the column is an install on the fit's scope: a Learner pickled in the fit (`learn.export()`) leaves it out
+        column = ValueMetric(self.suggested_bs, 'b_simple')
+        self.releases.replace(learn, '_metrics', learn.metrics + [column])   # (fastai's `metrics` holds them there)
 
     def after_fit(self):
         "Take the hooks and the Recorder's column back (not after a validation inside the fit)"
-        if self.learn.lock.locked(): return
+        if self.learn.lock.locked() or inside_fit(self.learn): return
         self.releases.close()
         scope = FitScope.of(self.learn)
         if scope is not None and not scope.fit: scope.close()   # (`summary`'s, `tta`'s context ends here)
@@ -183,7 +181,8 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
     def micro_batch_done(self, kept:bool): self._weighed = None
     def window_closed(self, window): self._pairs.clear()   # (a step skipped after this callback's turn: no estimate)
 
-    def before_batch(self): self.taps.forget()   # (what hooks kept of a backward cancelled before `after_backward`)
+    def before_batch(self):   # (what hooks kept of a backward cancelled before `after_backward`; a step cut short)
+        self.taps.forget(); self._measured = None
 
     def before_backward(self):
         "Under FSDP: hooks on the unsharded parameters (once a forward has made them), heeded for micro-batches paired"
@@ -211,15 +210,23 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
         return torch.stack(norms).square().sum()
 
     def before_step(self):
-        "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window, then smooth them"
+        "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window (kept if it steps)"
         weighed = self._weighed   # (the window's last micro-batch; `None`: a step of no window, nothing to measure)
         if weighed is None or not self.measuring: return
-        sqnorm,trace = self._estimate(self._pairs, weighed)
+        self._measured = (*self._estimate(self._pairs, weighed), weighed.size)
         self._pairs.clear()
+
+    def after_cancel_step(self): self._measured = None   # (a guard after this callback skipped the step)
+
+    def after_step(self):
+        "The optimizer stepped: the window's estimates go into the moving averages and the `history`"
+        measured,self._measured = self._measured,None
+        if measured is None: return
+        sqnorm,trace,size = measured
         if math.isfinite(sqnorm) and math.isfinite(trace):
             b = self.beta
             self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace
-        self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=weighed.size))
+        self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=size))
         self._log()
 
     def _window_grads(self)->list:
@@ -296,5 +303,11 @@ def __copy__(self:GradientNoiseScale):
     "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
     new = object.__new__(type(self))
     new.__dict__.update(vars(self), history=list(self.history), releases=Releases(), measuring=False, learn=None,
-                        _loaded=False, _pairs=[], taps=GradientTaps(), params=[], _scaler=None, _tb=None)
+                        _loaded=False, _measured=None, _pairs=[], taps=GradientTaps(), params=[], _scaler=None,
+                        _tb=None)
     return new
+
+@patch
+def __getstate__(self:GradientNoiseScale)->dict:
+    "Pickled (`learn.export()` in a fit) as a copy is made, on its Learner: the next fit starts afresh"
+    return dict(vars(copy(self)), learn=self.__dict__.get('learn'))

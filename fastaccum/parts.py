@@ -13,7 +13,7 @@ from fastai.callback.core import CancelFitException
 
 # %% auto #0
 __all__ = ['STARTING', 'RUNNING', 'ENDING', 'Releases', 'Attached', 'Weighed', 'WindowListener', 'Listeners', 'find_cb',
-           'SizeAdvisor', 'FitScope', 'fit_running']
+           'SizeAdvisor', 'FitScope', 'fit_running', 'inside_fit']
 
 # %% ../nbs/42_parts.ipynb #259f92fa
 def _put_back(obj, name, had, old):
@@ -63,6 +63,18 @@ class Releases:
             try: fn(*args, **kwargs)
             except BaseException as e: error = error or e
         if error is not None: raise error
+
+    def restored(self,
+        obj, # The object whose state it is (a Learner)
+        state:dict, # A copy of `obj.__dict__` (what `__getstate__` pickles)
+    )->dict:
+        "`state` as `close` would leave it: this stack's installs on `obj` put back (last first), none undone on `obj`"
+        for _,fn,args,_ in reversed(self.undos):
+            if fn is not _put_back or args[0] is not obj: continue
+            _,name,had,old = args
+            if had: state[name] = old
+            else: state.pop(name, None)
+        return state
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
@@ -211,6 +223,7 @@ class FitScope:
 
     def _run(self, do_fit):
         "The fit's `_do_fit`: its epochs, between the fit's own `before_fit` and `after_fit`"
+        if isinstance(do_fit, _Installed): do_fit = do_fit.replaced   # (a fit in a fit: not the outer fit's phases)
         def _do_fit():
             self.phase = RUNNING
             try: do_fit()
@@ -232,6 +245,17 @@ def _scoped_fit(self:Learner, *args, **kwargs):
 
 if not hasattr(Learner.fit, '__wrapped__'): Learner.fit = _scoped_fit   # (once: the first import's wrapper stays)
 
+# %% ../nbs/42_parts.ipynb #2c704213
+_fastai_getstate = getattr(Learner.__getstate__, '__wrapped__', Learner.__getstate__)
+
+@functools.wraps(_fastai_getstate)
+def _getstate(self:Learner)->dict:
+    state = _fastai_getstate(self)
+    for scope in reversed(_SCOPES.get(self, ())): scope.releases.restored(self, state)   # (the innermost first)
+    return state
+
+if not hasattr(Learner.__getstate__, '__wrapped__'): Learner.__getstate__ = _getstate   # (once, as `fit`)
+
 # %% ../nbs/42_parts.ipynb #81312e0d
 def fit_running(learn, # A `Learner`
                 event:bool=False, # Whether the event dispatched now must be the fit's own (not a validation's,
@@ -241,3 +265,9 @@ def fit_running(learn, # A `Learner`
     fit = next((scope for scope in reversed(_SCOPES.get(learn, ())) if scope.fit), None)
     if fit is None: return False
     return not event or (fit.phase != RUNNING and not learn.lock.locked())
+
+# %% ../nbs/42_parts.ipynb #776ffb87
+def inside_fit(learn, # A `Learner`
+              )->bool:
+    "Whether the event dispatched now is of something run inside a fit (a validation, `summary`, `tta`), not its own"
+    return fit_running(learn) and not fit_running(learn, event=True)

@@ -12,7 +12,7 @@ from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer, Lookahead
 from .checks import check_positive_int
-from .parts import WindowListener, Attached, find_cb, fit_running
+from .parts import WindowListener, Attached, find_cb, inside_fit
 from .accumulate import GradientAccumulation
 from .schedule import GradientAccumulationSchedule
 from .noise import GradientNoiseScale
@@ -104,11 +104,11 @@ class KeepTimescales(Callback):
 
     def before_fit(self):
         "A new fit starts afresh (fastai's validation context fires `before_fit` too: nothing to do there)"
-        if self.learn.lock.locked() and fit_running(self.learn): return
+        if inside_fit(self.learn): return
         self._release()
 
     def after_fit(self):
-        if not self.learn.lock.locked(): self._release()
+        if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
 
     def before_train(self):
         "The fit's accumulation callback and the optimizer's rules (refused if unknown); the reference batch"
@@ -187,17 +187,22 @@ class BatchSizeWarmup(Callback, WindowListener):
             raise ValueError(f"`grow` must be 'double' or 'suggestion', got {grow!r}. Pass grow='double'.")
         store_attr()
         self.ga,self.noise,self._loaded,self.noise_history = None,None,None,[]
+        self._replaced = None   # (the accumulation callback's policy this warm-up replaced for the fit)
         self._take(dict(in_use=None, changed_at=0, samples=0, history=[]))
 
     learn,__setattr__ = Attached(),object.__setattr__   # (leaving the Learner calls `_release`)
-    def _release(self): self.ga = self.noise = None
+    def _release(self):
+        "Let go of the partners; removed mid-fit, the accumulation callback gets back the policy this one replaced"
+        ga = self.ga
+        if ga is not None and ga.policy is self: ga.policy = self._replaced
+        self.ga = self.noise = self._replaced = None
 
     def before_fit(self):
-        if self.learn.lock.locked() and fit_running(self.learn): return
+        if inside_fit(self.learn): return
         self._release()
 
     def after_fit(self):
-        if not self.learn.lock.locked(): self._release()
+        if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
 
     def before_train(self):
         "At the fit's start: the accumulation callback follows this warm-up (a loaded state continues where it was)"
@@ -206,6 +211,7 @@ class BatchSizeWarmup(Callback, WindowListener):
         ga,noise = self._partners(learn)
         loaded,self._loaded = self._loaded,None
         self._take(loaded or dict(in_use=ga.in_use, changed_at=0, samples=0, history=[]))
+        self._replaced = ga.policy
         ga.policy,self.ga,self.noise = self,ga,noise   # (the fit's policy: `size` at each window's start)
         self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
 
