@@ -141,7 +141,7 @@ def _getstate(layer)->dict:
     "A watched layer's state for `pickle` and `copy`: the layer as it was (a copy or a saved model is not watched)"
     return _unwatched(nn.Module.__getstate__(layer))
 
-def _check_input_dim(layer, x):
+def _watched_check(layer, x):
     """A watched layer's `_check_input_dim`, which its forward calls first: PyTorch's check, then (in training mode)
     point the layer's running buffers at the window's for this call, and count its values"""
     type(layer)._check_input_dim(layer, x)
@@ -249,7 +249,7 @@ class WindowBatchNorm(WindowListener):
         self._links = [_Link(self, i, layer.momentum) for i,layer in enumerate(self.layers)]
         for layer,link in zip(self.layers, self._links):
             d = vars(layer)
-            d['_window_bn'],d['_check_input_dim'] = link,MethodType(_check_input_dim, layer)
+            d['_window_bn'],d['_check_input_dim'] = link,MethodType(_watched_check, layer)
             d['__getstate__'] = MethodType(_getstate, layer)   # (`pickle` and `copy` find it before the class's)
         return self
 
