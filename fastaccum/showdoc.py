@@ -7,6 +7,8 @@ Docs: https://fastaccum.github.io/fastaccum/internals/showdoc.html.md"""
 # %% ../nbs/internals/showdoc.ipynb #00fdcf2c
 from __future__ import annotations
 import inspect, types, typing
+from unittest.mock import patch
+import fastcore.docments
 from fastcore.docments import docments
 from nbdev.showdoc import BasicMarkdownRenderer
 
@@ -18,7 +20,8 @@ def _type_name(anno)->str:
     "How an annotation reads in a signature: `int|None`, `Callable`, `str`"
     if anno is inspect.Parameter.empty or anno is None: return ''
     if anno is type(None): return 'None'
-    if isinstance(anno, str): return anno
+    if isinstance(anno, typing.ForwardRef): anno = anno.__forward_arg__   # a NamedTuple's field under `annotations`
+    if isinstance(anno, str): return anno.replace(' | ', '|')
     if typing.get_origin(anno) in (typing.Union, types.UnionType):
         return '|'.join(map(_type_name, typing.get_args(anno)))
     if isinstance(anno, type) and not typing.get_args(anno): return anno.__name__
@@ -30,10 +33,19 @@ def _default(v)->str:
     "How a default reads: a function or class by its name (its repr holds an address, new every run), else its repr"
     return v.__qualname__ if inspect.isroutine(v) or inspect.isclass(v) else repr(v)
 
+def _class_fields(cls)->dict:
+    "A class with no `__init__` of its own (a NamedTuple, a plain class): its signature, each field's comment beside it"
+    # docments reads the object's `__init__` (`*args, **kwargs`) unless the class is a dataclass; the class body holds
+    # a NamedTuple's fields as it holds a dataclass's, so it is read as one (a plain class: no parameters)
+    with patch.object(fastcore.docments, 'is_dataclass', lambda o: o is cls):
+        return docments(cls, full=True, eval_str=True)
+
 class ParamTableRenderer(BasicMarkdownRenderer):
     "`show_doc`'s markdown: the signature (`class` for a class), the docstring, and a table of the parameters"
     def _params(self):
-        params = docments(self.sym, full=True, eval_str=True)
+        sym = self.sym
+        own_init = not (inspect.isclass(sym) and sym.__init__ is object.__init__)
+        params = docments(sym, full=True, eval_str=True) if own_init else _class_fields(sym)
         returns = params.pop('return', None)
         return {k:v for k,v in params.items() if k not in ('self', 'cls')},returns
 
