@@ -12,10 +12,14 @@ from itertools import accumulate
 from types import MethodType
 import torch
 from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
+import torch.nn.modules.batchnorm
 from torch.nn.parameter import is_lazy
 from fastcore.basics import patch
 from .parts import WindowListener, fit_running
+from .checks import private
+# PyTorch's internals a watched layer relies on, read once here (a release without one says so, naming the versions)
+_BatchNorm = private(torch.nn.modules.batchnorm, '_BatchNorm')
+private(_BatchNorm, '_check_input_dim')   # (its forward's first call: a watched layer's own takes its place)
 
 # %% auto #0
 __all__ = ['batch_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm', 'batchnorm_warning',
