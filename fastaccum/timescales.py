@@ -88,7 +88,18 @@ class OptimizerTimescales:
         return new
 
 # %% ../nbs/17_timescales.ipynb #9b5d673a
-class KeepTimescales(Callback):
+class _PerFit(Callback):
+    "A callback whose partners are its fit's: released as each fit starts and ends (not a validation's, `summary`'s)"
+    learn,__setattr__ = Attached(),object.__setattr__   # (leaving the Learner calls `_release`)
+
+    def before_fit(self):
+        "A new fit starts afresh (fastai's validation context fires `before_fit` too: nothing to do there)"
+        if not inside_fit(self.learn): self._release()
+
+    def after_fit(self):
+        if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
+
+class KeepTimescales(_PerFit):
     "Keep the horizons in samples of `mom`, `sqr_mom` (β' = β**(B/B₀)) and decoupled `wd` as the batch B changes"
     order = ParamScheduler.order-1   # after the Recorder and W&B read a step's values, before the schedulers set more
     def __init__(self,
@@ -99,16 +110,7 @@ class KeepTimescales(Callback):
         self.reference,self.ga,self.rules,self.in_fit_reference = reference,None,None,None
         self._set,self._loaded = None,None   # (the values a step changed, to put back; a loaded state, for the fit)
 
-    learn,__setattr__ = Attached(),object.__setattr__   # (leaving the Learner calls `_release`)
     def _release(self): self._restore(); self.ga = None
-
-    def before_fit(self):
-        "A new fit starts afresh (fastai's validation context fires `before_fit` too: nothing to do there)"
-        if inside_fit(self.learn): return
-        self._release()
-
-    def after_fit(self):
-        if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
 
     def before_train(self):
         "The fit's accumulation callback and the optimizer's rules (refused if unknown); the reference batch"
@@ -173,7 +175,7 @@ class KeepTimescales(Callback):
         else: self.in_fit_reference = state['reference']
 
 # %% ../nbs/17_timescales.ipynb #b965c982
-class BatchSizeWarmup(Callback, WindowListener):
+class BatchSizeWarmup(_PerFit, WindowListener):
     "`accum_bs` grows with the measured critical batch: from the accumulation callback's, never down, to `max_bs`"
     order = ParamScheduler.order-2   # (its `before_train` after the accumulation callback's, which starts the fit)
     def __init__(self,
@@ -190,19 +192,11 @@ class BatchSizeWarmup(Callback, WindowListener):
         self._replaced = None   # (the accumulation callback's policy this warm-up replaced for the fit)
         self._take(dict(in_use=None, changed_at=0, samples=0, history=[]))
 
-    learn,__setattr__ = Attached(),object.__setattr__   # (leaving the Learner calls `_release`)
     def _release(self):
         "Let go of the partners; removed mid-fit, the accumulation callback gets back the policy this one replaced"
         ga = self.ga
         if ga is not None and ga.policy is self: ga.policy = self._replaced
         self.ga = self.noise = self._replaced = None
-
-    def before_fit(self):
-        if inside_fit(self.learn): return
-        self._release()
-
-    def after_fit(self):
-        if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
 
     def before_train(self):
         "At the fit's start: the accumulation callback follows this warm-up (a loaded state continues where it was)"
