@@ -16,6 +16,7 @@ import torch.nn.modules.batchnorm
 from torch.nn.parameter import is_lazy
 from fastcore.basics import patch
 from .parts import WindowListener
+from .distributed import bare_model
 from .checks import private
 # PyTorch's internals a watched layer relies on, read once here (a release without one says so, naming the versions)
 _BatchNorm = private(torch.nn.modules.batchnorm, '_BatchNorm')
@@ -31,7 +32,8 @@ def batch_moments(
 )->tuple:
     "Per-channel (count, mean, M2) of `x`, over every dimension but the channels', in float32 at least"
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
-        raise ValueError(f'`x` must be a BatchNorm input of shape (batch, channels, ...), got {getattr(x, "shape", x)}.')
+        raise ValueError('`x` must be a BatchNorm input of shape (batch, channels, ...), '
+                         f'got {getattr(x, "shape", x)!r}.')
     x = x.detach()
     if x.dtype not in (torch.float32, torch.float64): x = x.float()   # (half precision: in float32, as BatchNorm's)
     n = x.numel()//x.shape[1] if x.shape[1] else 0
@@ -46,13 +48,11 @@ def combine_moments(
     "(count, mean, M2) of all the sets of values together, in float64; None when they hold no values"
     parts = [p for p in parts if p[0]]
     if not parts: return None
-    device = parts[0][1].device
-    n,wide = sum(p[0] for p in parts),_wide(device)
-    counts = torch.tensor([float(p[0]) for p in parts], dtype=wide).to(device, non_blocking=True)
-    means = torch.stack([p[1] for p in parts]).to(wide)   # (sets, channels)
-    var = torch.stack([p[2] for p in parts]).to(wide).div_(counts[:, None])   # each set's biased variance, M2/n
-    mean = torch.mv(means.T, counts).div_(n)
-    return n,mean,torch.mv(var.add_((means - mean).square_()).T, counts)   # M2 = sum of n_i*(var_i + (mean_i - mean)²)
+    device,n = parts[0][1].device,sum(p[0] for p in parts)
+    counts = torch.tensor([float(p[0]) for p in parts], dtype=_wide(device)).to(device, non_blocking=True)
+    means,m2s = (torch.stack([p[k] for p in parts]).to(counts.dtype) for k in (1, 2))   # (sets, channels)
+    mean = counts @ means / n
+    return n,mean,m2s.sum(0) + counts @ (means - mean).square()
 
 def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
 
@@ -94,7 +94,7 @@ def _model_of(obj):
     model = obj if isinstance(obj, nn.Module) else getattr(getattr(obj, 'learn', None), 'model', None)
     if not isinstance(model, nn.Module):
         raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    return bare_model(model)
 
 def _one_place(layers)->tuple:
     "The device and dtype of the layers' running statistics (one of each)"
@@ -105,23 +105,16 @@ def _one_place(layers)->tuple:
     return places.pop()
 
 # %% ../nbs/15_batchnorm.ipynb #82b8f7ed
-# (private to PyTorch, in 2.x; without it, recomputations count)
-_graph_task_id = getattr(torch._C, '_current_graph_task_id', None)
-
-def _in_backward()->bool:
-    "Whether autograd runs a backward in this thread (where activation checkpointing recomputes forwards)"
-    return _graph_task_id is not None and _graph_task_id() != -1
-
-class _Link:
-    "A watched layer's link to its `WindowBatchNorm`: its place there, and the layer's own momentum"
-    __slots__ = ('wbn', 'i', 'momentum')
-    def __init__(self, wbn, i, momentum): self.wbn,self.i,self.momentum = wbn,i,momentum
+# -1 outside a backward (where activation checkpointing recomputes forwards); private to PyTorch 2.x (without it,
+# recomputations count)
+_graph_task_id = getattr(torch._C, '_current_graph_task_id', lambda: -1)
 
 def _unpoint(d:dict):
     "Take the window's buffers off a watched layer's attributes `d` (its own are found again), give back its momentum"
     if 'running_mean' in d:
         del d['running_mean'], d['running_var'], d['num_batches_tracked']
-        d['momentum'] = d['_window_bn'].momentum
+        wbn,i = d['_window_bn']
+        d['momentum'] = wbn._momenta[i]
 
 def _unwatched(d:dict)->dict:
     "`d`, a layer's attributes, as they were before it was watched (in place)"
@@ -138,17 +131,16 @@ def _watched_check(layer, x):
     type(layer)._check_input_dim(layer, x)
     d = layer.__dict__
     if not layer.training: return _unpoint(d)   # (eval mode: its own running statistics)
-    link = d['_window_bn']
-    wbn,i = link.wbn,link.i
+    wbn,i = d['_window_bn']
     if i in wbn._lazy: wbn._lay_out()   # (a lazy layer's first forward: its channels are known now)
     n = x.numel()//x.shape[1] if x.shape[1] else 0
-    if wbn._paused or not n or _in_backward(): calls = wbn._trash   # (a call the large batch does not make)
+    if wbn._paused or not n or _graph_task_id() != -1: calls = wbn._trash   # (a call the large batch does not make)
     else:
         k = wbn._calls[i]
         wbn._calls[i] = k + 1
         calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
         calls.counts[i],calls.minus[i] = n,(wbn._synced_share(layer) if wbn._sync[i] else 1.)
-    if 'running_mean' not in d: link.momentum = d.get('momentum', link.momentum)   # (its own: a callback may set it)
+    if 'running_mean' not in d: wbn._momenta[i] = d.get('momentum', wbn._momenta[i])   # (a callback may set it)
     # momentum 1: the kernel writes the call's mean and unbiased variance (set here, so that a subclass whose forward
     # does not call `_check_input_dim` keeps PyTorch's own update)
     d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
@@ -232,32 +224,111 @@ class WindowBatchNorm(WindowListener):
         self._calls = [0]*len(self.layers)   # each layer's calls so far in this micro-batch (or piece of one)
         self._nbt = torch.zeros((), dtype=torch.long, device=self.device)   # (what the kernel counts: not the layer's)
         self._lay_out()
-        self._links = [_Link(self, i, layer.momentum) for i,layer in enumerate(self.layers)]
-        for layer,link in zip(self.layers, self._links):   # (`pickle` and `copy` find its `__getstate__` first)
-            vars(layer).update(_window_bn=link, _check_input_dim=MethodType(_watched_check, layer),
+        self._momenta = [layer.momentum for layer in self.layers]   # (each layer's own: the window's is 1)
+        for i,layer in enumerate(self.layers):   # (`pickle` and `copy` find its `__getstate__` first)
+            vars(layer).update(_window_bn=(self, i), _check_input_dim=MethodType(_watched_check, layer),
                                __getstate__=MethodType(_getstate, layer))
         return self
 
     def remove(self):
         "Put every layer back as it was (after an interrupted forward too), and forget everything; safe to call again"
         for layer in getattr(self, 'layers', []):
-            link = vars(layer).get('_window_bn')
-            if link is not None and link.wbn is self: _unwatched(vars(layer))
-        self.layers,self.names,self._slots,self._calls,self._links,self._widths = [],[],[],[],[],[]
+            if vars(layer).get('_window_bn', (None,))[0] is self: _unwatched(vars(layer))
+        self.layers,self.names,self._slots,self._calls,self._momenta,self._widths = [],[],[],[],[],[]
 
     @property
     def held(self)->bool:
         "Whether the window holds statistics of some layer"
         return any(c.held for c in self._slots)
-
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
+
+    def micro_batch_done(self,
+        kept:bool, # Whether the micro-batch's backward went into the window
+    ):
+        "The micro-batch is over: its calls (and earlier pieces) added to the window's sums if `kept`, else forgotten"
+        used = max(self._calls, default=0)
+        for k,calls in enumerate(self._slots):
+            if kept and k < used: calls.gather('window')
+            if calls.pending_held:
+                if kept:
+                    calls.window.add_(calls.pending)
+                    calls.held |= calls.pending_held
+                calls.pending.zero_()
+                calls.pending_held = set()
+            if k < used: calls.reset()
+        self._calls = [0]*len(self.layers)
+        for layer in self.layers: _unpoint(layer.__dict__)   # (between micro-batches a layer's buffers are its own)
+
+    def new_piece(self):
+        "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0"
+        for calls in self._slots[:max(self._calls, default=0)]:
+            calls.gather('pending')
+            calls.reset()
+        self._calls = [0]*len(self.layers)
+
+    @contextmanager
+    def paused(self):
+        "A context: forwards inside it neither update the running statistics nor add to the window (nests)"
+        self._paused += 1
+        try: yield self
+        finally: self._paused -= 1
+
+    @torch.no_grad()
+    def window_closed(self, window=None):
+        "The window stepped: each layer's running statistics updated from the window's, once per call in a forward"
+        self._all_reduce_sync_batchnorms()
+        for calls in self._slots:   # in call order, as the large batch's forward
+            if calls.held: self._update(calls)
+        self.window_dropped()
+
+    def window_dropped(self):
+        "The window was dropped (nothing stepped): forget its statistics"
+        for calls in self._slots:
+            if calls.held: calls.window.zero_()
+            calls.held = set()
+
+    def state_dict(self)->dict:
+        "The window's statistics by layer name and call, on the CPU: {name: [{'count', 'mean', 'm2'} or None, ...]}"
+        state = {}
+        for i,name in enumerate(self.names):
+            calls = [_saved(c.window[:, self._cols[i]]) if i in c.held else None for c in self._slots]
+            while calls and calls[-1] is None: calls.pop()
+            if calls: state[name] = calls
+        return state
+
+    def load_state_dict(self,
+        state:dict, # What `state_dict` returned
+    ):
+        "Hold the window's statistics of `state`, for this model's layers of the same names (and forget what was held)"
+        where = 'WindowBatchNorm.load_state_dict:'
+        unknown = sorted(set(state) - set(self.names))
+        if unknown: raise ValueError(f'{where} this model has no BatchNorm layer tracking running statistics called '
+                                     f'{unknown} (it has {self.names}). Load the state into the model it came from.')
+        # (a dict per layer: one call, the form the first checkpoints wrote)
+        state = {k: [calls] if isinstance(calls, dict) else calls for k,calls in state.items()}
+        for name,calls in state.items():
+            if not isinstance(calls, (list, tuple)):
+                raise ValueError(f"{where} `{name}` must hold a list of calls (each None or a dict of 'count', 'mean', "
+                                 f"'m2'), got {type(calls).__name__}.")
+            for s in calls: _check_moments(f'{where} `{name}`', s, self.layers[self.names.index(name)].num_features)
+        self.window_dropped()
+        for name,calls in state.items():
+            i = self.names.index(name)
+            for k,s in enumerate(calls):
+                while len(self._slots) <= k: self._new_slot()
+                if s is None: continue
+                n,mean,m2 = s['count'],s['mean'].to(self.device, self._wide),s['m2'].to(self.device, self._wide)
+                sums = torch.stack([torch.full_like(mean, n), mean*n, m2 + mean.square()*n])   # (the sums)
+                self._slots[k].window[:, self._cols[i]] = sums
+                self._slots[k].held.add(i)
 
     def _lay_out(self):
         "Lay the layers' channels out in flat buffers (again, once a lazy layer's channels are known)"
         self._lazy = {i for i,l in enumerate(self.layers) if is_lazy(l.running_mean)}
         self._widths = [0 if i in self._lazy else l.running_mean.numel() for i,l in enumerate(self.layers)]
         self._total,self._widths_t = sum(self._widths),torch.tensor(self._widths, device=self.device)
+        self._cols = [slice(a, b) for a,b in zip([0, *accumulate(self._widths)], accumulate(self._widths))]
         self._slots = [c.laid_out(self) for c in self._slots]
         self._trash,self._factors = _Calls(self),None   # (`_trash`: where calls that do not count write)
 
@@ -272,159 +343,61 @@ class WindowBatchNorm(WindowListener):
         if not (layer.training and dist.is_available() and dist.is_initialized()): return 1.
         return 1/dist.get_world_size(layer.process_group or dist.group.WORLD)
 
-# %% ../nbs/15_batchnorm.ipynb #65c958f8
-@patch
-def micro_batch_done(self:WindowBatchNorm,
-    kept:bool, # Whether the micro-batch's backward went into the window
-):
-    "The micro-batch is over: its calls (and earlier pieces) added to the window's sums if `kept`, else forgotten"
-    used = max(self._calls, default=0)
-    for k,calls in enumerate(self._slots):
-        if kept and k < used: calls.gather('window')
-        if calls.pending_held:
-            if kept:
-                calls.window.add_(calls.pending)
-                calls.held |= calls.pending_held
-            calls.pending.zero_()
-            calls.pending_held = set()
-        if k < used: calls.reset()
-    self._calls = [0]*len(self.layers)
-    for layer in self.layers: _unpoint(layer.__dict__)   # (between micro-batches a layer's buffers are its own)
+    def _update(self, calls:_Calls):
+        "The running statistics of the layers `calls` holds moved once, by PyTorch's rule, all layers at once"
+        count,s1,s2 = calls.rows['window']
+        mean = s1/count.clamp(min=1)
+        var = (s2 - s1*mean).div_((count - 1).clamp_(min=1)).clamp_(min=0)   # the unbiased variance, M2/(n-1)
+        bufs = [l._buffers for l in self.layers]
+        nbts,on = [b['num_batches_tracked'] for b in bufs],tuple(i in calls.held for i in range(len(bufs)))
+        torch._foreach_add_(nbts, [int(o) for o in on])
+        factor = self._factor(on, nbts)
+        for name,stat in (('running_mean', mean), ('running_var', var)):
+            real = [b[name] for b in bufs]
+            flat = torch.cat(real).lerp_(stat.to(self.dtype), factor)   # (1-f)*running + f*stat
+            torch._foreach_copy_(real, flat.split(self._widths))
 
-@patch
-def new_piece(self:WindowBatchNorm):
-    "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0 again"
-    for calls in self._slots[:max(self._calls, default=0)]:
-        calls.gather('pending')
-        calls.reset()
-    self._calls = [0]*len(self.layers)
+    def _factor(self, on:tuple, nbts:list)->torch.Tensor:
+        "Per channel: the momentum its last call read, 1/num_batches_tracked if None; 0 where a layer is not `on`"
+        key = (on, tuple(self._momenta))
+        if self._factors is None or self._factors[0] != key:
+            base = [m if o and m is not None else 0. for m,o in zip(key[1], on)]
+            cumulative = [float(o and m is None) for m,o in zip(key[1], on)]
+            t = torch.tensor([base, cumulative], dtype=self.dtype).to(self.device, non_blocking=True)
+            fixed = None if any(cumulative) else t[0].repeat_interleave(self._widths_t, output_size=self._total)
+            self._factors = (key, t, fixed)
+        _,t,fixed = self._factors
+        if fixed is not None: return fixed   # (no momentum=None among them: the same factors at every step)
+        f = torch.addcdiv(t[0], t[1], torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
+        return f.repeat_interleave(self._widths_t, output_size=self._total)
 
-@patch
-@contextmanager
-def paused(self:WindowBatchNorm):
-    "A context: forwards inside it neither update the running statistics nor add to the window (nests)"
-    self._paused += 1
-    try: yield self
-    finally: self._paused -= 1
-
-# %% ../nbs/15_batchnorm.ipynb #6ebf6024
-@patch
-@torch.no_grad()
-def window_closed(self:WindowBatchNorm, window=None):
-    "The window stepped: each layer's running statistics updated from the window's, once per call in a forward"
-    self._all_reduce_sync_batchnorms()
-    for calls in self._slots:   # in call order, as the large batch's forward
-        if calls.held: self._update(calls)
-    self.window_dropped()
-
-@patch
-def window_dropped(self:WindowBatchNorm):
-    "The window was dropped (nothing stepped): forget its statistics"
-    for calls in self._slots:
-        if calls.held: calls.window.zero_()
-        calls.held = set()
-
-@patch
-def _update(self:WindowBatchNorm, calls:_Calls):
-    "The running statistics of the layers `calls` holds moved once, by PyTorch's rule, all layers at once"
-    count,s1,s2 = calls.rows['window']
-    mean = s1/count.clamp(min=1)
-    var = (s2 - s1*mean).div_((count - 1).clamp_(min=1)).clamp_(min=0)   # the unbiased variance, M2/(n-1)
-    bufs = [l._buffers for l in self.layers]
-    nbts,on = [b['num_batches_tracked'] for b in bufs],tuple(i in calls.held for i in range(len(bufs)))
-    torch._foreach_add_(nbts, [int(o) for o in on])
-    factor = self._factor(on, nbts)
-    for name,stat in (('running_mean', mean), ('running_var', var)):
-        real = [b[name] for b in bufs]
-        flat = torch.cat(real).lerp_(stat.to(self.dtype), factor)   # (1-f)*running + f*stat
-        torch._foreach_copy_(real, flat.split(self._widths))
-
-@patch
-def _factor(self:WindowBatchNorm,
-    on:tuple, # Per layer, whether it is updated
-    nbts:list, # Their `num_batches_tracked`, counted already
-)->torch.Tensor:
-    "Per channel: the layer's momentum (as its last call read it), 1/num_batches_tracked if None; 0 if not `on`"
-    key = (on, tuple(link.momentum for link in self._links))
-    if self._factors is None or self._factors[0] != key:
-        base = [m if o and m is not None else 0. for m,o in zip(key[1], on)]
-        cumulative = [float(o and m is None) for m,o in zip(key[1], on)]
-        t = torch.tensor([base, cumulative], dtype=self.dtype).to(self.device, non_blocking=True)
-        fixed = None if any(cumulative) else t[0].repeat_interleave(self._widths_t, output_size=self._total)
-        self._factors = (key, t, fixed)
-    _,t,fixed = self._factors
-    if fixed is not None: return fixed   # (no momentum=None among them: the same factors at every step)
-    f = torch.addcdiv(t[0], t[1], torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
-    return f.repeat_interleave(self._widths_t, output_size=self._total)
-
-@patch
-@torch.no_grad()
-def _all_reduce_sync_batchnorms(self:WindowBatchNorm):
-    """Under torch.distributed, per process group of `SyncBatchNorm` layers: two all-reduces, the call numbers (the most
-    of any process), then the float64 window sums of each; and a read of which layers hold values"""
-    dist = torch.distributed
-    if not (any(self._sync) and dist.is_available() and dist.is_initialized()): return
-    groups = {}   # {group's id: (group, [layer indices])}, in the layers' order: the same in every process
-    for i,layer in enumerate(self.layers):
-        if self._sync[i]: groups.setdefault(id(layer.process_group), (layer.process_group, []))[1].append(i)
-    starts = [0, *accumulate(self._widths)]
-    for group,idx in groups.values():
-        calls = torch.tensor([len(self._slots)], device=self.device)
-        dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
-        while len(self._slots) < calls.item(): self._new_slot()
-        cols = torch.cat([torch.arange(starts[i], starts[i+1], device=self.device) for i in idx])
-        flat = torch.stack([c.window[:, cols] for c in self._slots])   # (call numbers, 3, channels of the group)
-        dist.all_reduce(flat, group=group)
-        firsts = list(accumulate([0] + [self._widths[i] for i in idx[:-1]]))   # (each layer's first column)
-        for c,sums,held in zip(self._slots, flat, (flat[:, 0, firsts] > 0).tolist()):
-            c.window[:, cols] = sums
-            c.held = (c.held - set(idx)) | {i for i,h in zip(idx, held) if h}
+    @torch.no_grad()
+    def _all_reduce_sync_batchnorms(self):
+        "Per group of `SyncBatchNorm` layers: all-reduces of the call numbers (the most), then of the window's sums"
+        dist = torch.distributed
+        if not (any(self._sync) and dist.is_available() and dist.is_initialized()): return
+        groups = {}   # {group's id: (group, [layer indices])}, in the layers' order: the same in every process
+        for i,layer in enumerate(self.layers):
+            if self._sync[i]: groups.setdefault(id(layer.process_group), (layer.process_group, []))[1].append(i)
+        for group,idx in groups.values():
+            calls = torch.tensor([len(self._slots)], device=self.device)
+            dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
+            while len(self._slots) < calls.item(): self._new_slot()
+            cols = torch.cat([torch.arange(self._cols[i].start, self._cols[i].stop, device=self.device) for i in idx])
+            flat = torch.stack([c.window[:, cols] for c in self._slots])   # (call numbers, 3, channels of the group)
+            dist.all_reduce(flat, group=group)
+            firsts = list(accumulate([0] + [self._widths[i] for i in idx[:-1]]))   # (each layer's first column)
+            for c,sums,held in zip(self._slots, flat, (flat[:, 0, firsts] > 0).tolist()):
+                c.window[:, cols] = sums
+                c.held = (c.held - set(idx)) | {i for i,h in zip(idx, held) if h}
 
 # %% ../nbs/15_batchnorm.ipynb #acbdd3eb
-@patch
-def state_dict(self:WindowBatchNorm)->dict:
-    "The window's statistics by layer name and call, on the CPU: {name: [{'count', 'mean', 'm2'} or None, ...]}"
-    state,starts = {},[0, *accumulate(self._widths)]
-    for i,name in enumerate(self.names):
-        calls = [_saved(c.window[:, starts[i]:starts[i+1]]) if i in c.held else None for c in self._slots]
-        while calls and calls[-1] is None: calls.pop()
-        if calls: state[name] = calls
-    return state
-
 def _saved(sums)->dict:
     "One call's statistics from its window sums (3, channels)"
     count,s1,s2 = sums.cpu()
     n = round(count[0].item())
     mean = s1/n
     return dict(count=n, mean=mean, m2=(s2 - s1*mean).clamp_(min=0))
-
-@patch
-def load_state_dict(self:WindowBatchNorm,
-    state:dict, # What `state_dict` returned
-):
-    "Hold the window's statistics of `state`, for this model's layers of the same names (and forget what was held)"
-    where = 'WindowBatchNorm.load_state_dict:'
-    unknown = sorted(set(state) - set(self.names))
-    if unknown: raise ValueError(f'{where} this model has no BatchNorm layer tracking running statistics called '
-                                 f'{unknown} (it has {self.names}). Load the state into the model it came from.')
-    # (a dict per layer: one call, the form the first checkpoints wrote)
-    state = {k: [calls] if isinstance(calls, dict) else calls for k,calls in state.items()}
-    for name,calls in state.items():
-        if not isinstance(calls, (list, tuple)):
-            raise ValueError(f"{where} `{name}` must hold a list of calls (each None or a dict of 'count', 'mean', "
-                             f"'m2'), got {type(calls).__name__}.")
-        for s in calls: _check_moments(f'{where} `{name}`', s, self.layers[self.names.index(name)].num_features)
-    self.window_dropped()
-    starts = [0, *accumulate(self._widths)]
-    for name,calls in state.items():
-        i = self.names.index(name)
-        for k,s in enumerate(calls):
-            while len(self._slots) <= k: self._new_slot()
-            if s is None: continue
-            n,mean,m2 = s['count'],s['mean'].to(self.device, self._wide),s['m2'].to(self.device, self._wide)
-            self._slots[k].window[:, starts[i]:starts[i+1]] = torch.stack([torch.full_like(mean, n), mean*n,
-                                                                           m2 + mean.square()*n])
-            self._slots[k].held.add(i)
 
 def _check_moments(where, s, channels):
     "One call's saved statistics: None, or a positive count and a mean and M2 with one value per channel"
@@ -496,7 +469,6 @@ def fit_batchnorm(
     tabular = any(type(m).__name__ == 'TabularModel' and type(m).__module__.startswith('fastai.')
                   for m in model.modules())
     parts = [BatchNormWarning(mode, world_size, tabular)] if training and warn else []
-    # (`batchnorm_layers`' test: a layer that tracks running statistics)
     if mode != 'window' or not any(m.track_running_stats for m in norms): return parts
     wbn = WindowBatchNorm(model)
     if releases is not None: releases.callback(wbn.remove)
