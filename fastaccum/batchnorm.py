@@ -14,7 +14,6 @@ import torch
 from torch import nn
 import torch.nn.modules.batchnorm
 from torch.nn.parameter import is_lazy
-from fastcore.basics import patch
 from .parts import WindowListener
 from .distributed import bare_model
 from .checks import private
@@ -105,8 +104,7 @@ def _one_place(layers)->tuple:
     return places.pop()
 
 # %% ../nbs/15_batchnorm.ipynb #82b8f7ed
-# -1 outside a backward (where activation checkpointing recomputes forwards); private to PyTorch 2.x (without it,
-# recomputations count)
+# -1 outside a backward (activation checkpointing recomputes there); private to PyTorch 2.x: without it, those count
 _graph_task_id = getattr(torch._C, '_current_graph_task_id', lambda: -1)
 
 def _unpoint(d:dict):
@@ -126,6 +124,12 @@ def _getstate(layer)->dict:
     "A watched layer's state for `pickle` and `copy`: the layer as it was (a copy or a saved model is not watched)"
     return _unwatched(nn.Module.__getstate__(layer))
 
+def _synced_share(layer)->float:
+    "What a `SyncBatchNorm` call's n-1 takes off its own n: 1/processes where it synchronizes (as its forward does)"
+    dist = torch.distributed
+    if not (layer.training and dist.is_available() and dist.is_initialized()): return 1.
+    return 1/dist.get_world_size(layer.process_group or dist.group.WORLD)
+
 def _watched_check(layer, x):
     "A watched layer's `_check_input_dim`: PyTorch's, then (training) its running buffers pointed at the window's"
     type(layer)._check_input_dim(layer, x)
@@ -139,10 +143,9 @@ def _watched_check(layer, x):
         k = wbn._calls[i]
         wbn._calls[i] = k + 1
         calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
-        calls.counts[i],calls.minus[i] = n,(wbn._synced_share(layer) if wbn._sync[i] else 1.)
+        calls.counts[i],calls.minus[i] = n,(_synced_share(layer) if wbn._sync[i] else 1.)
     if 'running_mean' not in d: wbn._momenta[i] = d.get('momentum', wbn._momenta[i])   # (a callback may set it)
-    # momentum 1: the kernel writes the call's mean and unbiased variance (set here, so that a subclass whose forward
-    # does not call `_check_input_dim` keeps PyTorch's own update)
+    # momentum 1: the kernel writes the call's mean and unbiased variance (a forward without this check: PyTorch's own)
     d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
 
 # %% ../nbs/15_batchnorm.ipynb #c4115a01
@@ -150,12 +153,10 @@ class _Calls:
     "One call number's statistics (each layer's first call in a forward, or its second...), and their window's sums"
     def __init__(self, wbn):
         self.widths,self.widths_t,total,wide = wbn._widths,wbn._widths_t,wbn._total,wbn._wide
-        # the flat buffers every layer's kernel writes this call's mean and unbiased variance into
         self.mean = torch.zeros(total, device=wbn.device, dtype=wbn.dtype)
         self.var = torch.ones(total, device=wbn.device, dtype=wbn.dtype)
         self.means,self.vars = list(self.mean.split(self.widths)),list(self.var.split(self.widths))
-        # (3, channels): sums of n, n*mean and (n-1)*var + n*mean² over the window's kept micro-batches, and over the
-        # micro-batch's earlier pieces; room for the gathering's float64 copies (a micro-batch allocates nothing)
+        # (3, channels): sums of n, n*mean, M2 + n*mean² over the window and the pieces; room (nothing allocated later)
         self.window,self.pending,self.room = (torch.zeros(3, total, device=wbn.device, dtype=wide) for _ in range(3))
         self.rows = dict(window=self.window.unbind(), pending=self.pending.unbind())
         self.held,self.pending_held,self.key = set(),set(),None   # (the layers each holds; the counts `_weights` made)
@@ -336,12 +337,6 @@ class WindowBatchNorm(WindowListener):
         "Storage for one more call number (a layer called once more in a forward than so far)"
         self._slots.append(_Calls(self))
         return self._slots[-1]
-
-    def _synced_share(self, layer)->float:
-        "What a `SyncBatchNorm` call's n-1 takes off its own n: 1/processes where it synchronizes (as its forward does)"
-        dist = torch.distributed
-        if not (layer.training and dist.is_available() and dist.is_initialized()): return 1.
-        return 1/dist.get_world_size(layer.process_group or dist.group.WORLD)
 
     def _update(self, calls:_Calls):
         "The running statistics of the layers `calls` holds moved once, by PyTorch's rule, all layers at once"
