@@ -306,13 +306,8 @@ class WindowBatchNorm(WindowListener):
         unknown = sorted(set(state) - set(self.names))
         if unknown: raise ValueError(f'{where} this model has no BatchNorm layer tracking running statistics called '
                                      f'{unknown} (it has {self.names}). Load the state into the model it came from.')
-        # (a dict per layer: one call, the form the first checkpoints wrote)
-        state = {k: [calls] if isinstance(calls, dict) else calls for k,calls in state.items()}
-        for name,calls in state.items():
-            if not isinstance(calls, (list, tuple)):
-                raise ValueError(f"{where} `{name}` must hold a list of calls (each None or a dict of 'count', 'mean', "
-                                 f"'m2'), got {type(calls).__name__}.")
-            for s in calls: _check_moments(f'{where} `{name}`', s, self.layers[self.names.index(name)].num_features)
+        state = {k: _checked(f'{where} `{k}`', calls, self.layers[self.names.index(k)].num_features)
+                 for k,calls in state.items()}   # (all checked before anything is held)
         self.window_dropped()
         for name,calls in state.items():
             i = self.names.index(name)
@@ -394,19 +389,24 @@ def _saved(sums)->dict:
     mean = s1/n
     return dict(count=n, mean=mean, m2=(s2 - s1*mean).clamp_(min=0))
 
-def _check_moments(where, s, channels):
-    "One call's saved statistics: None, or a positive count and a mean and M2 with one value per channel"
-    if s is None: return
+def _checked(where:str, calls, channels:int)->list:
+    "A layer's saved calls (a dict: one call, the first checkpoints' form), each None or a count, mean and M2"
+    calls = [calls] if isinstance(calls, dict) else calls
+    if not isinstance(calls, (list, tuple)):
+        raise ValueError(f"{where} must hold a list of calls (each None or a dict of 'count', 'mean', 'm2'), "
+                         f"got {type(calls).__name__}.")
     fix = (f"(a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({channels},)): "
            'load a state made for this model.')
-    if not isinstance(s, dict) or set(s) != {'count', 'mean', 'm2'}:
-        raise ValueError(f'{where} holds {s!r}, not the statistics of a call {fix}')
-    if isinstance(s['count'], bool) or not isinstance(s['count'], int) or s['count'] <= 0:
-        raise ValueError(f"{where} has count={s['count']!r} {fix}")
-    for key in ('mean', 'm2'):
-        if not isinstance(s[key], torch.Tensor) or s[key].shape != (channels,):
-            raise ValueError(f'{where} has {key} of shape {tuple(getattr(s[key], "shape", ()))}, the layer has '
-                             f'{channels} channels {fix}')
+    for s in (s for s in calls if s is not None):
+        if not isinstance(s, dict) or set(s) != {'count', 'mean', 'm2'}:
+            raise ValueError(f'{where} holds {s!r}, not the statistics of a call {fix}')
+        if isinstance(s['count'], bool) or not isinstance(s['count'], int) or s['count'] <= 0:
+            raise ValueError(f"{where} has count={s['count']!r} {fix}")
+        for key in ('mean', 'm2'):
+            if not isinstance(s[key], torch.Tensor) or s[key].shape != (channels,):
+                raise ValueError(f'{where} has {key} of shape {tuple(getattr(s[key], "shape", ()))}, the layer has '
+                                 f'{channels} channels {fix}')
+    return calls
 
 # %% ../nbs/15_batchnorm.ipynb #dc946c71
 def batchnorm_warning(
