@@ -188,7 +188,7 @@ class _Calls:
             self.key,self.gaps,self.has = key,0 in self.counts,{i for i,n in enumerate(self.counts) if n}
         return self.n,self.nm1
 
-    def laid_out(self, wbn)->_Calls:
+    def laid_out(self, wbn):
         "These statistics, laid out for `wbn`'s widths now (a lazy layer's channels became known)"
         new = _Calls(wbn)
         for name in ('mean', 'var', 'window', 'pending'):
