@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/batchnorm.html.md"""
 
 # %% ../nbs/15_batchnorm.ipynb #73362b5e
 from __future__ import annotations
-import sys, threading, warnings
+import warnings
 from contextlib import contextmanager
 from itertools import accumulate
 from types import MethodType
@@ -14,8 +14,8 @@ import torch
 from torch import nn
 import torch.nn.modules.batchnorm
 from torch.nn.parameter import is_lazy
-from fastcore.basics import patch
-from .parts import WindowListener, fit_running
+from .parts import WindowListener
+from .distributed import bare_model
 from .checks import private
 # PyTorch's internals a watched layer relies on, read once here (a release without one says so, naming the versions)
 _BatchNorm = private(torch.nn.modules.batchnorm, '_BatchNorm')
@@ -34,18 +34,11 @@ def batch_moments(
         raise ValueError('`x` must be a BatchNorm input of shape (batch, channels, ...), '
                          f'got {getattr(x, "shape", x)!r}.')
     x = x.detach()
-    # half precision: reduced in float32, as BatchNorm's statistics are
-    if x.dtype not in (torch.float32, torch.float64): x = x.float()
+    if x.dtype not in (torch.float32, torch.float64): x = x.float()   # (half precision: in float32, as BatchNorm's)
     n = x.numel()//x.shape[1] if x.shape[1] else 0
-    # an empty batch: no values (and no warning from var_mean)
-    if not n: return 0,x.new_zeros(x.shape[1]),x.new_zeros(x.shape[1])
-    dims = [0, *range(2, x.dim())]
-    if x.device.type != 'cpu':
-        var,mean = torch.var_mean(x, dims, correction=0)   # one fused kernel
-        return n,mean,var.mul_(n)
-    # on the CPU, var_mean over these dimensions is several times slower than two passes (as BatchNorm's own)
-    mean = x.mean(dims, keepdim=True)
-    return n,mean.flatten(),(x - mean).square_().sum(dims)
+    if not n: return 0,x.new_zeros(x.shape[1]),x.new_zeros(x.shape[1])   # (an empty batch: no values, no warning)
+    var,mean = torch.var_mean(x, [0, *range(2, x.dim())], correction=0)
+    return n,mean,var*n
 
 # %% ../nbs/15_batchnorm.ipynb #334a8761
 def combine_moments(
@@ -54,13 +47,11 @@ def combine_moments(
     "(count, mean, M2) of all the sets of values together, in float64; None when they hold no values"
     parts = [p for p in parts if p[0]]
     if not parts: return None
-    device = parts[0][1].device
-    n,wide = sum(p[0] for p in parts),_wide(device)
-    counts = torch.tensor([float(p[0]) for p in parts], dtype=wide).to(device, non_blocking=True)
-    means = torch.stack([p[1] for p in parts]).to(wide)   # (sets, channels)
-    var = torch.stack([p[2] for p in parts]).to(wide).div_(counts[:, None])   # each set's biased variance, M2/n
-    mean = torch.mv(means.T, counts).div_(n)
-    return n,mean,torch.mv(var.add_((means - mean).square_()).T, counts)   # M2 = sum of n_i*(var_i + (mean_i - mean)²)
+    device,n = parts[0][1].device,sum(p[0] for p in parts)
+    counts = torch.tensor([float(p[0]) for p in parts], dtype=_wide(device)).to(device, non_blocking=True)
+    means,m2s = (torch.stack([p[k] for p in parts]).to(counts.dtype) for k in (1, 2))   # (sets, channels)
+    mean = counts @ means / n
+    return n,mean,m2s.sum(0) + counts @ (means - mean).square()
 
 def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
 
@@ -74,11 +65,9 @@ def update_running_stats(
 ):
     "Update `layer`'s running statistics as one training-mode forward of those values does"
     if not (isinstance(layer, _BatchNorm) and layer.track_running_stats):
-        raise ValueError('`layer` must be a BatchNorm layer that tracks running statistics, '
-                         f'got {type(layer).__name__}.')
+        raise ValueError(f'`layer` must be a BatchNorm layer tracking running statistics, got {type(layer).__name__}.')
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError('`n` must be an int > 1 (values per channel; a training forward of one value raises), '
-                         f'got {n!r}.')
+        raise ValueError(f'`n` must be an int > 1 (values per channel; a training forward of one raises), got {n!r}.')
     for name,t in (('mean', mean), ('m2', m2)):
         if not isinstance(t, torch.Tensor) or t.shape != (layer.num_features,):
             raise ValueError(f'`{name}` must be a tensor of shape ({layer.num_features},), one value per channel of '
@@ -86,10 +75,9 @@ def update_running_stats(
     nbt = layer.num_batches_tracked
     if nbt is not None: nbt.add_(1)
     if layer.momentum is not None: factor = layer.momentum
-    elif nbt is not None: factor = 1/nbt   # the cumulative average, on the device (PyTorch reads the count back)
+    elif nbt is not None: factor = 1/nbt   # the cumulative average (on the device: no read of the count)
     else: return   # (no count, no momentum: PyTorch's factor is 0)
-    var = m2/max(n-1, 1)   # (a training forward of one value per channel raises in PyTorch: n > 1 here)
-    for buf,stat in ((layer.running_mean, mean), (layer.running_var, var)):
+    for buf,stat in ((layer.running_mean, mean), (layer.running_var, m2/(n-1))):
         buf.lerp_(stat.to(buf.dtype), factor)   # (1-f)*running + f*stat
 
 # %% ../nbs/15_batchnorm.ipynb #bf28a30c
@@ -105,129 +93,119 @@ def _model_of(obj):
     model = obj if isinstance(obj, nn.Module) else getattr(getattr(obj, 'learn', None), 'model', None)
     if not isinstance(model, nn.Module):
         raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    return bare_model(model)
+
+def _one_place(layers)->tuple:
+    "The device and dtype of the layers' running statistics (one of each)"
+    places = {(l.running_mean.device, l.running_mean.dtype) for l in layers}
+    if len(places) > 1: raise ValueError(
+        f"WindowBatchNorm needs the BatchNorm layers' running statistics on one device in one dtype, found {places}. "
+        "Pass batchnorm='micro' (PyTorch's update at every micro-batch) for such a model.")
+    return places.pop()
 
 # %% ../nbs/15_batchnorm.ipynb #82b8f7ed
-# (private to PyTorch, in 2.x; without it, recomputations count)
-_graph_task_id = getattr(torch._C, '_current_graph_task_id', None)
+# -1 outside a backward (activation checkpointing recomputes there); private to PyTorch 2.x: without it, those count
+_graph_task_id = getattr(torch._C, '_current_graph_task_id', lambda: -1)
 
-def _in_backward()->bool:
-    "Whether autograd runs a backward in this thread (where activation checkpointing recomputes forwards)"
-    return _graph_task_id is not None and _graph_task_id() != -1
-
-_SHADOWS = ('running_mean', 'running_var', 'num_batches_tracked')
-
-class _Link:
-    "A watched layer's link to its `WindowBatchNorm`: its place there, and the layer's own momentum"
-    __slots__ = ('wbn', 'i', 'momentum')
-    def __init__(self, wbn, i, momentum): self.wbn,self.i,self.momentum = wbn,i,momentum
-
-_OURS = ('_window_bn', '_check_input_dim', '__getstate__')   # (what watching adds to a layer's instance)
-
-def _unpoint(d:dict, link:_Link):
-    "Take the window's buffers off a layer's attributes `d` (its own are found again), and give back its momentum"
+def _unpoint(d:dict):
+    "Take the window's buffers off a watched layer's attributes `d` (its own are found again), give back its momentum"
     if 'running_mean' in d:
         del d['running_mean'], d['running_var'], d['num_batches_tracked']
-        d['momentum'] = link.momentum
+        wbn,i = d['_window_bn']
+        d['momentum'] = wbn._momenta[i]
 
 def _unwatched(d:dict)->dict:
-    "`d`, a watched layer's attributes, as they were before it was watched (in place)"
-    link = d.get('_window_bn')
-    if link is not None: _unpoint(d, link)
-    for name in _OURS: d.pop(name, None)
+    "`d`, a layer's attributes, as they were before it was watched (in place)"
+    if '_window_bn' in d: _unpoint(d)
+    for name in ('_window_bn', '_check_input_dim', '__getstate__'): d.pop(name, None)
     return d
-
-def _unwatch(layer):
-    "Put `layer` back as it was: its own running buffers, momentum and `_check_input_dim`"
-    _unwatched(vars(layer))
 
 def _getstate(layer)->dict:
     "A watched layer's state for `pickle` and `copy`: the layer as it was (a copy or a saved model is not watched)"
     return _unwatched(nn.Module.__getstate__(layer))
 
+def _synced_share(layer)->float:
+    "What a `SyncBatchNorm` call's n-1 takes off its own n: 1/processes where it synchronizes (as its forward does)"
+    dist = torch.distributed
+    if not (layer.training and dist.is_available() and dist.is_initialized()): return 1.
+    return 1/dist.get_world_size(layer.process_group or dist.group.WORLD)
+
 def _watched_check(layer, x):
-    """A watched layer's `_check_input_dim`, which its forward calls first: PyTorch's check, then (in training mode)
-    point the layer's running buffers at the window's for this call, and count its values"""
+    "A watched layer's `_check_input_dim`: PyTorch's, then (training) its running buffers pointed at the window's"
     type(layer)._check_input_dim(layer, x)
     d = layer.__dict__
-    link = d['_window_bn']
-    wbn = link.wbn
-    if not layer.training: return _unpoint(d, link)   # (eval mode: its own running statistics)
-    i = link.i
-    # (the first layer checks, once a forward, that the fit that started the watch still runs: else, an interrupted
-    # fit's, it puts every layer back, and this forward is PyTorch's own)
-    if not i and wbn._owner is not None and not wbn._owner_fitting(): return wbn.remove()
-    if wbn._lazy and i in wbn._lazy: wbn._lay_out()   # (a lazy layer's first forward: its channels are known now)
+    if not layer.training: return _unpoint(d)   # (eval mode: its own running statistics)
+    wbn,i = d['_window_bn']
+    if i in wbn._lazy: wbn._lay_out()   # (a lazy layer's first forward: its channels are known now)
     n = x.numel()//x.shape[1] if x.shape[1] else 0
-    if wbn._paused or not n or _in_backward(): calls = wbn._trash   # (a call the large batch does not make)
+    if wbn._paused or not n or _graph_task_id() != -1: calls = wbn._trash   # (a call the large batch does not make)
     else:
         k = wbn._calls[i]
         wbn._calls[i] = k + 1
         calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
-        calls.counts[i],calls.minus[i] = n,(wbn._synced_share(layer) if wbn._sync[i] else 1.)
-    if 'running_mean' not in d: link.momentum = d.get('momentum', link.momentum)   # (its own: a callback may set it)
-    # momentum 1: the kernel writes the call's mean and unbiased variance (set here, so that a subclass whose forward
-    # does not call `_check_input_dim` keeps PyTorch's own update)
+        calls.counts[i],calls.minus[i] = n,(_synced_share(layer) if wbn._sync[i] else 1.)
+    if 'running_mean' not in d: wbn._momenta[i] = d.get('momentum', wbn._momenta[i])   # (a callback may set it)
+    # momentum 1: the kernel writes the call's mean and unbiased variance (a forward without this check: PyTorch's own)
     d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
 
 # %% ../nbs/15_batchnorm.ipynb #c4115a01
-def _moved(old, new, old_widths:list, widths:list):
-    "`new` with each layer's slice of `old` (along the last dimension) where the layer's width is unchanged"
-    if old is None: return None
-    for o,n,ow,w in zip(old.split(old_widths, -1), new.split(widths, -1), old_widths, widths):
-        if ow == w: n.copy_(o)
-    return new
-
 class _Calls:
-    """The statistics of one call number (each layer's first call in a forward, or its second...): the flat buffers
-    every layer's kernel writes that call's mean and unbiased variance into, and their sums over the window"""
-    def __init__(self, widths:list, device, dtype, wide):
-        total = sum(widths)
-        # (room for the gathering's float64 copies, mean², so that a micro-batch allocates nothing)
-        self.room = torch.empty(3, total, device=device, dtype=wide).unbind()
-        self.mean,self.var = (torch.zeros(total, device=device, dtype=dtype),
-                              torch.ones(total, device=device, dtype=dtype))
-        self.means,self.vars = list(self.mean.split(widths)),list(self.var.split(widths))
-        # this micro-batch's (or piece's): each layer's values per channel (0: no call), and what the unbiased
-        # variance's n-1 takes off n (1; 1/processes for a SyncBatchNorm that synchronized)
-        self.counts,self.minus = [0]*len(widths),[0.]*len(widths)
-        # (3, channels) float64: the sums of n, n*mean and (n-1)*var + n*mean² over the window's kept micro-batches,
-        # and over the micro-batch's earlier pieces; the layers each holds
-        self.window,self.pending,self.held,self.pending_held = None,None,set(),set()
-        self.key = None   # (the counts `weights` were made for)
+    "One call number's statistics (each layer's first call in a forward, or its second...), and their window's sums"
+    def __init__(self, wbn):
+        self.widths,self.widths_t,total,wide = wbn._widths,wbn._widths_t,wbn._total,wbn._wide
+        self.mean = torch.zeros(total, device=wbn.device, dtype=wbn.dtype)
+        self.var = torch.ones(total, device=wbn.device, dtype=wbn.dtype)
+        self.means,self.vars = list(self.mean.split(self.widths)),list(self.var.split(self.widths))
+        # (3, channels): sums of n, n*mean, M2 + n*mean² over the window and the pieces; room (nothing allocated later)
+        self.window,self.pending,self.room = (torch.zeros(3, total, device=wbn.device, dtype=wide) for _ in range(3))
+        self.rows = dict(window=self.window.unbind(), pending=self.pending.unbind())
+        self.held,self.pending_held,self.key = set(),set(),None   # (the layers each holds; the counts `_weights` made)
+        self.reset()
 
-    def keep(self, into:str, sums):
-        "Hold `sums` as the window's (`into='window'`) or the pieces' (`'pending'`), and its rows (no operation later)"
-        setattr(self, into, sums)
-        setattr(self, into + '_rows', None if sums is None else sums.unbind())
+    def reset(self):
+        "Forget this micro-batch's (or piece's) counts: each layer's values (0: no call), and what n-1 takes off n"
+        self.counts,self.minus = [0]*len(self.widths),[0.]*len(self.widths)
 
-    def laid_out(self, widths:list, old_widths:list):
-        "These statistics, laid out for `widths` (a lazy layer's channels became known)"
-        new = _Calls(widths, self.mean.device, self.mean.dtype, self.room[0].dtype)
-        _moved(self.mean, new.mean, old_widths, widths); _moved(self.var, new.var, old_widths, widths)
-        for into in ('window', 'pending'):
-            old = getattr(self, into)
-            new.keep(into, None if old is None else _moved(old, old.new_zeros(3, sum(widths)), old_widths, widths))
+    @torch.no_grad()
+    def gather(self, into:str):
+        "Add what the kernels wrote, each layer's weighted by its values, to the `'window'` or the `'pending'` pieces"
+        n,nm1 = self._weights()
+        count,s1,s2 = self.rows[into]
+        mean,var,square = self.room
+        mean.copy_(self.mean); var.copy_(self.var)
+        if self.gaps: mean.nan_to_num_(0., 0., 0.); var.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
+        count.add_(n); s1.addcmul_(n, mean)
+        s2.addcmul_(nm1, var).addcmul_(n, torch.mul(mean, mean, out=square))   # (n-1)*var + n*mean² = M2 + n*mean²
+        (self.held if into == 'window' else self.pending_held).update(self.has)
+
+    def _weights(self)->tuple:
+        "Per channel, each layer's values n in this call, and n-1 (made again only when the counts change)"
+        key = (tuple(self.counts), tuple(self.minus))
+        if key != self.key:
+            per_layer = torch.tensor([self.counts, [n - m if n else 0. for n,m in zip(*key)]], dtype=self.window.dtype)
+            self.n,self.nm1 = per_layer.to(self.window.device, non_blocking=True).repeat_interleave(
+                self.widths_t, dim=1, output_size=self.window.shape[1])
+            self.key,self.gaps,self.has = key,0 in self.counts,{i for i,n in enumerate(self.counts) if n}
+        return self.n,self.nm1
+
+    def laid_out(self, wbn):
+        "These statistics, laid out for `wbn`'s widths now (a lazy layer's channels became known)"
+        new = _Calls(wbn)
+        for name in ('mean', 'var', 'window', 'pending'):
+            olds,news = getattr(self, name).split(self.widths, -1),getattr(new, name).split(new.widths, -1)
+            for o,n in zip(olds, news):
+                if o.shape == n.shape: n.copy_(o)
         new.counts,new.minus,new.held,new.pending_held = self.counts,self.minus,self.held,self.pending_held
         return new
 
-    def reset(self):
-        "Forget this micro-batch's (or piece's) counts"
-        n = len(self.counts)
-        self.counts,self.minus = [0]*n,[0.]*n
-
 # %% ../nbs/15_batchnorm.ipynb #c4115a02
 class WindowBatchNorm(WindowListener):
-    """Update BatchNorm's running statistics once per window (per call, for a layer a forward calls more than once),
-    from the window's exact mean and unbiased variance, as one forward of the large batch would"""
+    "Update BatchNorm's running statistics once per window (per call in a forward) from the window's exact statistics"
     def __init__(self,
         model:nn.Module|None=None, # The model to watch now (or a callback with `learn.model`); else `start` one later
     ):
-        self.model,self.layers,self.names,self._slots,self._trash = None,[],[],[],None
-        # each layer's calls so far in this micro-batch (or piece of one); the depth of `paused`
-        self._calls,self._paused = [],0
-        # the Learner whose fit started the watch (None outside a fit), and the thread it runs in
-        self._owner,self._thread,self._links = None,None,[]
+        self.model,self._paused = None,0   # (the depth of `paused`)
+        self.remove()
         if model is not None: self.start(model)
 
     def start(self,
@@ -239,321 +217,196 @@ class WindowBatchNorm(WindowListener):
         if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
         layers = batchnorm_layers(self.model)
         # (a layer another WindowBatchNorm still watches, an interrupted fit's, is put back first: its own momentum)
-        for layer in layers.values(): _unwatch(layer)
+        for layer in layers.values(): _unwatched(vars(layer))
         self.names,self.layers = list(layers),list(layers.values())
         if not self.layers: return self
         self.device,self.dtype = _one_place(self.layers)
-        self._wide = _wide(self.device)
-        self._sync = [isinstance(l, nn.SyncBatchNorm) for l in self.layers]
-        self._calls = [0]*len(self.layers)
-        # the per-forward counter the kernel path adds to (the layers' momenta are in their links)
-        self._nbt = torch.zeros((), dtype=torch.long, device=self.device)
+        self._wide,self._sync = _wide(self.device),[isinstance(l, nn.SyncBatchNorm) for l in self.layers]
+        self._calls = [0]*len(self.layers)   # each layer's calls so far in this micro-batch (or piece of one)
+        self._nbt = torch.zeros((), dtype=torch.long, device=self.device)   # (what the kernel counts: not the layer's)
         self._lay_out()
-        self._owner,self._thread = _fitting_learner(),threading.get_ident()
-        self._links = [_Link(self, i, layer.momentum) for i,layer in enumerate(self.layers)]
-        for layer,link in zip(self.layers, self._links):
-            d = vars(layer)
-            d['_window_bn'],d['_check_input_dim'] = link,MethodType(_watched_check, layer)
-            d['__getstate__'] = MethodType(_getstate, layer)   # (`pickle` and `copy` find it before the class's)
+        self._momenta = [layer.momentum for layer in self.layers]   # (each layer's own: the window's is 1)
+        for i,layer in enumerate(self.layers):   # (`pickle` and `copy` find its `__getstate__` first)
+            vars(layer).update(_window_bn=(self, i), _check_input_dim=MethodType(_watched_check, layer),
+                               __getstate__=MethodType(_getstate, layer))
         return self
 
     def remove(self):
-        """Put every layer back as it was (its own buffers, momentum and methods; after an interrupted forward too),
-        and forget everything; safe to call again"""
-        for layer in self.layers:
-            link = vars(layer).get('_window_bn')
-            if link is not None and link.wbn is self: _unwatch(layer)
-        self._owner,self._links = None,[]
-        self.layers,self.names,self._slots,self._trash,self._calls = [],[],[],None,[]
+        "Put every layer back as it was (after an interrupted forward too), and forget everything; safe to call again"
+        for layer in getattr(self, 'layers', []):
+            if vars(layer).get('_window_bn', (None,))[0] is self: _unwatched(vars(layer))
+        self.layers,self.names,self._slots,self._calls,self._momenta,self._widths = [],[],[],[],[],[]
 
     @property
     def held(self)->bool:
         "Whether the window holds statistics of some layer"
         return any(c.held for c in self._slots)
-
-    def _owner_fitting(self)->bool:
-        "Whether the fit that started the watch runs still (a forward in another thread, as `DataParallel`'s: assumed)"
-        return threading.get_ident() != self._thread or fit_running(self._owner)
-
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
 
-# %% ../nbs/15_batchnorm.ipynb #c4115a03
-def _one_place(layers)->tuple:
-    "The device and dtype of the layers' running statistics (one of each)"
-    places = {(l.running_mean.device, l.running_mean.dtype) for l in layers}
-    if len(places) > 1: raise ValueError(
-        f'WindowBatchNorm needs the BatchNorm layers\' running statistics on one device in one dtype, found {places}. '
-        "Pass batchnorm='micro' (PyTorch's update at every micro-batch) for such a model.")
-    return places.pop()
+    def micro_batch_done(self,
+        kept:bool, # Whether the micro-batch's backward went into the window
+    ):
+        "The micro-batch is over: its calls (and earlier pieces) added to the window's sums if `kept`, else forgotten"
+        used = max(self._calls, default=0)
+        for k,calls in enumerate(self._slots):
+            if kept and k < used: calls.gather('window')
+            if calls.pending_held:
+                if kept:
+                    calls.window.add_(calls.pending)
+                    calls.held |= calls.pending_held
+                calls.pending.zero_()
+                calls.pending_held = set()
+            if k < used: calls.reset()
+        self._calls = [0]*len(self.layers)
+        for layer in self.layers: _unpoint(layer.__dict__)   # (between micro-batches a layer's buffers are its own)
 
-def _fitting_learner():
-    "The `Learner` whose `fit` runs in this thread (the innermost), or None"
-    from fastai.learner import Learner
-    code,frame = Learner.fit.__code__,sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is code: return frame.f_locals.get('self')
-        frame = frame.f_back
-    return None
+    def new_piece(self):
+        "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0"
+        for calls in self._slots[:max(self._calls, default=0)]:
+            calls.gather('pending')
+            calls.reset()
+        self._calls = [0]*len(self.layers)
 
-@patch
-def _widths(self:WindowBatchNorm)->list:
-    "Each layer's channels (0 for a lazy layer not yet initialized)"
-    return [0 if is_lazy(l.running_mean) else l.running_mean.numel() for l in self.layers]
+    @contextmanager
+    def paused(self):
+        "A context: forwards inside it neither update the running statistics nor add to the window (nests)"
+        self._paused += 1
+        try: yield self
+        finally: self._paused -= 1
 
-@patch
-def _lay_out(self:WindowBatchNorm):
-    "Lay the layers' channels out in flat buffers (again, once a lazy layer's channels are known)"
-    old,widths = getattr(self, '_widths_now', None),self._widths()
-    self._lazy = {i for i,l in enumerate(self.layers) if is_lazy(l.running_mean)}
-    self._widths_now,self._total = widths,sum(widths)
-    self._widths_t = torch.tensor(widths, device=self.device)
-    self._trash = _Calls(widths, self.device, self.dtype, self._wide)   # (where calls that do not count write)
-    self._slots = [c.laid_out(widths, old) for c in self._slots] if old is not None else []
-    self._factors = None
+    @torch.no_grad()
+    def window_closed(self, window=None):
+        "The window stepped: each layer's running statistics updated from the window's, once per call in a forward"
+        self._all_reduce_sync_batchnorms()
+        for calls in self._slots:   # in call order, as the large batch's forward
+            if calls.held: self._update(calls)
+        self.window_dropped()
 
-@patch
-def _new_slot(self:WindowBatchNorm)->_Calls:
-    "Storage for one more call number (a layer called once more in a forward than so far)"
-    self._slots.append(_Calls(self._widths_now, self.device, self.dtype, self._wide))
-    return self._slots[-1]
+    def window_dropped(self):
+        "The window was dropped (nothing stepped): forget its statistics"
+        for calls in self._slots:
+            if calls.held: calls.window.zero_()
+            calls.held = set()
 
-@patch
-def _synced_share(self:WindowBatchNorm, layer)->float:
-    "What a `SyncBatchNorm` call's n-1 takes off its own n: 1/processes where it synchronizes (as its forward decides)"
-    dist = torch.distributed
-    if not (layer.training and dist.is_available() and dist.is_initialized()): return 1.
-    world = dist.get_world_size(layer.process_group or dist.group.WORLD)
-    return 1/world if world > 1 else 1.
+    def state_dict(self)->dict:
+        "The window's statistics by layer name and call, on the CPU: {name: [{'count', 'mean', 'm2'} or None, ...]}"
+        state = {}
+        for i,name in enumerate(self.names):
+            calls = [_saved(c.window[:, self._cols[i]]) if i in c.held else None for c in self._slots]
+            while calls and calls[-1] is None: calls.pop()
+            if calls: state[name] = calls
+        return state
 
-# %% ../nbs/15_batchnorm.ipynb #65c958f8
-@patch
-def micro_batch_done(self:WindowBatchNorm,
-    kept:bool, # Whether the micro-batch's backward went into the window
-):
-    """The micro-batch is over: add what its calls wrote (and its earlier pieces') to the window's sums if `kept`,
-    else forget it"""
-    used = max(self._calls, default=0)
-    for k,calls in enumerate(self._slots):
-        if kept:
-            if k < used: self._gather(calls, 'window')
-            if calls.pending is not None:
-                if calls.window is None: calls.keep('window', calls.pending)
-                else: calls.window.add_(calls.pending)
-                calls.held |= calls.pending_held
-        if k < used: calls.reset()
-        calls.pending_held = set()
-        if calls.pending is not None: calls.keep('pending', None)
-    self._calls = [0]*len(self.layers)
-    # (between micro-batches, a layer's `running_mean` and `momentum` are its own: a callback reads, saves or copies
-    # them)
-    for layer in self.layers:
-        d = layer.__dict__
-        if 'running_mean' in d: _unpoint(d, d['_window_bn'])
+    def load_state_dict(self,
+        state:dict, # What `state_dict` returned
+    ):
+        "Hold the window's statistics of `state`, for this model's layers of the same names (and forget what was held)"
+        where = 'WindowBatchNorm.load_state_dict:'
+        unknown = sorted(set(state) - set(self.names))
+        if unknown: raise ValueError(f'{where} this model has no BatchNorm layer tracking running statistics called '
+                                     f'{unknown} (it has {self.names}). Load the state into the model it came from.')
+        state = {k: _checked(f'{where} `{k}`', calls, self.layers[self.names.index(k)].num_features)
+                 for k,calls in state.items()}   # (all checked before anything is held)
+        self.window_dropped()
+        for name,calls in state.items():
+            i = self.names.index(name)
+            for k,s in enumerate(calls):
+                while len(self._slots) <= k: self._new_slot()
+                if s is None: continue
+                n,mean,m2 = s['count'],s['mean'].to(self.device, self._wide),s['m2'].to(self.device, self._wide)
+                sums = torch.stack([torch.full_like(mean, n), mean*n, m2 + mean.square()*n])   # (the sums)
+                self._slots[k].window[:, self._cols[i]] = sums
+                self._slots[k].held.add(i)
 
-@patch
-def new_piece(self:WindowBatchNorm):
-    "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0 again"
-    used = max(self._calls, default=0)
-    for calls in self._slots[:used]:
-        self._gather(calls, 'pending')
-        calls.reset()
-    self._calls = [0]*len(self.layers)
-@patch
-@torch.no_grad()
-def _gather(self:WindowBatchNorm, calls:_Calls, into:str):
-    """Add what this call number's kernels wrote, each layer's weighted by its values, to the window's sums
-    (`into='window'`) or the micro-batch's earlier pieces' (`'pending'`)"""
-    n,nm1 = self._weights(calls)
-    if getattr(calls, into) is None: calls.keep(into, torch.zeros(3, self._total, dtype=self._wide, device=self.device))
-    count,s1,s2 = getattr(calls, into + '_rows')
-    mean,var,square = calls.room
-    mean.copy_(calls.mean); var.copy_(calls.var)
-    if calls.gaps: mean.nan_to_num_(0., 0., 0.); var.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
-    count.add_(n); s1.addcmul_(n, mean)
-    s2.addcmul_(nm1, var).addcmul_(n, torch.mul(mean, mean, out=square))   # (n-1)*var + n*mean² = M2 + n*mean²
-    (calls.held if into == 'window' else calls.pending_held).update(calls.has)
+    def _lay_out(self):
+        "Lay the layers' channels out in flat buffers (again, once a lazy layer's channels are known)"
+        self._lazy = {i for i,l in enumerate(self.layers) if is_lazy(l.running_mean)}
+        self._widths = [0 if i in self._lazy else l.running_mean.numel() for i,l in enumerate(self.layers)]
+        self._total,self._widths_t = sum(self._widths),torch.tensor(self._widths, device=self.device)
+        self._cols = [slice(a, b) for a,b in zip([0, *accumulate(self._widths)], accumulate(self._widths))]
+        self._slots = [c.laid_out(self) for c in self._slots]
+        self._trash,self._factors = _Calls(self),None   # (`_trash`: where calls that do not count write)
 
-@patch
-def _weights(self:WindowBatchNorm, calls:_Calls)->tuple:
-    "Per channel, each layer's values n in this call number, and n-1 (made again only when the counts change)"
-    key = (tuple(calls.counts), tuple(calls.minus))
-    if key != calls.key:
-        per_layer = torch.tensor([calls.counts, [n - m if n else 0. for n,m in zip(*key)]], dtype=self._wide)
-        per_channel = per_layer.to(self.device, non_blocking=True).repeat_interleave(
-            self._widths_t, dim=1, output_size=self._total)
-        calls.key,calls.n,calls.nm1 = key,per_channel[0],per_channel[1]
-        calls.gaps,calls.has = 0 in calls.counts,{i for i,n in enumerate(calls.counts) if n}
-    return calls.n,calls.nm1
+    def _new_slot(self)->_Calls:
+        "Storage for one more call number (a layer called once more in a forward than so far)"
+        self._slots.append(_Calls(self))
+        return self._slots[-1]
 
-@patch
-def paused(self:WindowBatchNorm):
-    """A context: forwards of the model inside it neither update the running statistics nor add to the window
-    (a pass the large batch does not make, as `WholeBatchLoss`'s first)"""
-    return _paused(self)
+    def _update(self, calls:_Calls):
+        "The running statistics of the layers `calls` holds moved once, by PyTorch's rule, all layers at once"
+        count,s1,s2 = calls.rows['window']
+        mean = s1/count.clamp(min=1)
+        var = (s2 - s1*mean).div_((count - 1).clamp_(min=1)).clamp_(min=0)   # the unbiased variance, M2/(n-1)
+        bufs = [l._buffers for l in self.layers]
+        nbts,on = [b['num_batches_tracked'] for b in bufs],tuple(i in calls.held for i in range(len(bufs)))
+        torch._foreach_add_(nbts, [int(o) for o in on])
+        factor = self._factor(on, nbts)
+        for name,stat in (('running_mean', mean), ('running_var', var)):
+            real = [b[name] for b in bufs]
+            flat = torch.cat(real).lerp_(stat.to(self.dtype), factor)   # (1-f)*running + f*stat
+            torch._foreach_copy_(real, flat.split(self._widths))
 
-@contextmanager
-def _paused(wbn):
-    wbn._paused += 1   # (a depth: contexts may nest)
-    try: yield wbn
-    finally: wbn._paused -= 1
+    def _factor(self, on:tuple, nbts:list)->torch.Tensor:
+        "Per channel: the momentum its last call read, 1/num_batches_tracked if None; 0 where a layer is not `on`"
+        key = (on, tuple(self._momenta))
+        if self._factors is None or self._factors[0] != key:
+            base = [m if o and m is not None else 0. for m,o in zip(key[1], on)]
+            cumulative = [float(o and m is None) for m,o in zip(key[1], on)]
+            t = torch.tensor([base, cumulative], dtype=self.dtype).to(self.device, non_blocking=True)
+            fixed = None if any(cumulative) else t[0].repeat_interleave(self._widths_t, output_size=self._total)
+            self._factors = (key, t, fixed)
+        _,t,fixed = self._factors
+        if fixed is not None: return fixed   # (no momentum=None among them: the same factors at every step)
+        f = torch.addcdiv(t[0], t[1], torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
+        return f.repeat_interleave(self._widths_t, output_size=self._total)
 
-# %% ../nbs/15_batchnorm.ipynb #6ebf6024
-@patch
-@torch.no_grad()
-def window_closed(self:WindowBatchNorm, window=None):
-    """The window stepped: update each layer's running statistics from the window's (over every process, for
-    `SyncBatchNorm`), once per call in a forward (once for most layers), then empty the window"""
-    self._all_reduce_sync_batchnorms()
-    for calls in self._slots:   # in call order, as the large batch's forward
-        if calls.held: self._update(calls)
-    self.window_dropped()
-
-@patch
-def window_dropped(self:WindowBatchNorm):
-    "The window was dropped (nothing stepped): forget its statistics"
-    for calls in self._slots:
-        calls.held = set()
-        if calls.window is not None: calls.keep('window', None)
-
-@patch
-def _update(self:WindowBatchNorm, calls:_Calls):
-    """Move the running statistics of the layers this call number holds once, by PyTorch's rule, to the window's
-    mean and unbiased variance (M2/(n-1)), all layers at once"""
-    count,s1,s2 = calls.window_rows
-    mean = s1/count.clamp(min=1)
-    var = (s2 - s1*mean).div_((count - 1).clamp_(min=1)).clamp_(min=0)
-    bufs = [l._buffers for l in self.layers]
-    nbts = [b['num_batches_tracked'] for b in bufs]
-    on = tuple(i in calls.held for i in range(len(bufs)))
-    torch._foreach_add_(nbts, [int(o) for o in on])
-    factor = self._factor(on, nbts)
-    for name,stat in (('running_mean', mean), ('running_var', var)):
-        real = [b[name] for b in bufs]
-        flat = torch.cat(real).lerp_(stat.to(self.dtype), factor)   # (1-f)*running + f*stat
-        torch._foreach_copy_(real, flat.split(self._widths_now))
-
-@patch
-def _factor(self:WindowBatchNorm,
-    on:tuple, # Per layer, whether it is updated
-    nbts:list, # Their `num_batches_tracked`, counted already
-)->torch.Tensor:
-    "Per channel, the update's factor: the layer's momentum, 1/num_batches_tracked with momentum=None; 0 if not `on`"
-    # (each layer's momentum as its last call in training mode read it: a callback may have changed it)
-    key = (on, tuple(link.momentum for link in self._links))
-    if self._factors is None or self._factors[0] != key:
-        momenta = key[1]
-        base = [m if o and m is not None else 0. for m,o in zip(momenta, on)]
-        cumulative = [float(o and m is None) for m,o in zip(momenta, on)]
-        t = torch.tensor([base, cumulative], dtype=self.dtype).to(self.device, non_blocking=True)
-        fixed = None if any(cumulative) else t[0].repeat_interleave(self._widths_t, output_size=self._total)
-        self._factors = (key, t, fixed)
-    _,t,fixed = self._factors
-    if fixed is not None: return fixed   # (no momentum=None among them: the same factors at every step)
-    f = torch.addcdiv(t[0], t[1], torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
-    return f.repeat_interleave(self._widths_t, output_size=self._total)
-
-@patch
-def _all_reduce_sync_batchnorms(self:WindowBatchNorm):
-    "Under torch.distributed: each `SyncBatchNorm` layer's window sums, added up over the processes of its group"
-    dist = torch.distributed
-    if not (any(self._sync) and dist.is_available() and dist.is_initialized()): return
-    groups = []   # [(process group, [layer indices])], in the layers' order: the same in every process
-    for i,layer in enumerate(self.layers):
-        if not self._sync[i]: continue
-        same = [g for g in groups if g[0] is layer.process_group]
-        if same: same[0][1].append(i)
-        else: groups.append((layer.process_group, [i]))
-    for group,idx in groups: self._all_reduce_group(group, idx)
-
-@patch
-@torch.no_grad()
-def _all_reduce_group(self:WindowBatchNorm,
-    group, # The process group (None: the default)
-    idx:list, # The places of its layers in `self.layers`
-):
-    "Two all-reduces: the call numbers (the most of any process), then the float64 sums of each; a read of who holds"
-    dist = torch.distributed
-    calls = torch.tensor([len(self._slots)], device=self.device)
-    dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
-    while len(self._slots) < calls.item(): self._new_slot()
-    starts = [0, *accumulate(self._widths_now)]
-    cols = torch.cat([torch.arange(starts[i], starts[i+1], device=self.device) for i in idx])
-    for c in self._slots:
-        if c.window is None: c.keep('window', torch.zeros(3, self._total, dtype=self._wide, device=self.device))
-    flat = torch.stack([c.window[:, cols] for c in self._slots])   # (call numbers, 3, channels of the group)
-    dist.all_reduce(flat, group=group)
-    firsts = list(accumulate([0] + [self._widths_now[i] for i in idx[:-1]]))   # (each layer's first column)
-    for c,sums,held in zip(self._slots, flat, (flat[:, 0, firsts] > 0).tolist()):
-        c.window[:, cols] = sums
-        for i,h in zip(idx, held):
-            if h: c.held.add(i)
-            else: c.held.discard(i)
+    @torch.no_grad()
+    def _all_reduce_sync_batchnorms(self):
+        "Per group of `SyncBatchNorm` layers: all-reduces of the call numbers (the most), then of the window's sums"
+        dist = torch.distributed
+        if not (any(self._sync) and dist.is_available() and dist.is_initialized()): return
+        groups = {}   # {group's id: (group, [layer indices])}, in the layers' order: the same in every process
+        for i,layer in enumerate(self.layers):
+            if self._sync[i]: groups.setdefault(id(layer.process_group), (layer.process_group, []))[1].append(i)
+        for group,idx in groups.values():
+            calls = torch.tensor([len(self._slots)], device=self.device)
+            dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
+            while len(self._slots) < calls.item(): self._new_slot()
+            cols = torch.cat([torch.arange(self._cols[i].start, self._cols[i].stop, device=self.device) for i in idx])
+            flat = torch.stack([c.window[:, cols] for c in self._slots])   # (call numbers, 3, channels of the group)
+            dist.all_reduce(flat, group=group)
+            firsts = list(accumulate([0] + [self._widths[i] for i in idx[:-1]]))   # (each layer's first column)
+            for c,sums,held in zip(self._slots, flat, (flat[:, 0, firsts] > 0).tolist()):
+                c.window[:, cols] = sums
+                c.held = (c.held - set(idx)) | {i for i,h in zip(idx, held) if h}
 
 # %% ../nbs/15_batchnorm.ipynb #acbdd3eb
-@patch
-def state_dict(self:WindowBatchNorm)->dict:
-    """The window's statistics, by layer name and call in a forward, on the CPU:
-    {name: [{'count', 'mean', 'm2'} or None, ...]}"""
-    state,starts = {},[0, *accumulate(self._widths_now or [])]
-    for i,name in enumerate(self.names):
-        calls = []
-        for c in self._slots:
-            if i not in c.held: calls.append(None); continue
-            count,s1,s2 = c.window[:, starts[i]:starts[i+1]].cpu()
-            n = round(count[0].item())
-            mean = s1/n
-            calls.append(dict(count=n, mean=mean, m2=(s2 - s1*mean).clamp_(min=0)))
-        while calls and calls[-1] is None: calls.pop()
-        if calls: state[name] = calls
-    return state
+def _saved(sums)->dict:
+    "One call's statistics from its window sums (3, channels)"
+    count,s1,s2 = sums.cpu()
+    n = round(count[0].item())
+    mean = s1/n
+    return dict(count=n, mean=mean, m2=(s2 - s1*mean).clamp_(min=0))
 
-@patch
-def load_state_dict(self:WindowBatchNorm,
-    state:dict, # What `state_dict` returned
-):
-    "Hold the window's statistics of `state`, for this model's layers of the same names (and forget what was held)"
-    unknown = sorted(set(state) - set(self.names))
-    if unknown:
-        raise ValueError('WindowBatchNorm.load_state_dict: this model has no BatchNorm layer tracking running '
-                         f'statistics called {unknown} (it has {self.names}). '
-                         'Load the state into the model it came from.')
-    for name,calls in state.items():
-        i = self.names.index(name)
-        # (a dict: one call, the form before calls were told apart)
-        calls = [calls] if isinstance(calls, dict) else calls
-        if not isinstance(calls, (list, tuple)):
-            raise ValueError(f"WindowBatchNorm.load_state_dict: `{name}` must hold a list of calls (each None or a "
-                             f"dict of 'count', 'mean', 'm2'), got {type(calls).__name__}.")
-        for s in calls: _check_moments(name, s, self.layers[i].num_features)
-    self.window_dropped()
-    starts = [0, *accumulate(self._widths_now or [])]
-    for name,calls in state.items():
-        i = self.names.index(name)
-        for k,s in enumerate([calls] if isinstance(calls, dict) else calls):
-            while len(self._slots) <= k: self._new_slot()
-            if s is None: continue
-            c,n = self._slots[k],s['count']
-            if c.window is None: c.keep('window', torch.zeros(3, self._total, dtype=self._wide, device=self.device))
-            mean = s['mean'].to(self.device, self._wide)
-            c.window[:, starts[i]:starts[i+1]] = torch.stack([torch.full_like(mean, n), mean*n,
-                                                               s['m2'].to(self.device, self._wide) + mean.square()*n])
-            c.held.add(i)
-
-def _check_moments(name, s, channels):
-    "One call's saved statistics: None, or a positive count and a mean and M2 with one value per channel"
-    if s is None: return
+def _checked(where:str, calls, channels:int)->list:
+    "A layer's saved calls (a dict: one call, the first checkpoints' form), each None or a count, mean and M2"
+    calls = [calls] if isinstance(calls, dict) else calls
+    if not isinstance(calls, (list, tuple)):
+        raise ValueError(f"{where} must hold a list of calls (each None or a dict of 'count', 'mean', 'm2'), "
+                         f"got {type(calls).__name__}.")
     fix = (f"(a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({channels},)): "
            'load a state made for this model.')
-    if not isinstance(s, dict) or set(s) != {'count', 'mean', 'm2'}:
-        raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` holds {s!r}, not the statistics of a call {fix}')
-    count = s['count']
-    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-        raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` has count={count!r} {fix}')
-    for key in ('mean', 'm2'):
-        if not isinstance(s[key], torch.Tensor) or s[key].shape != (channels,):
-            raise ValueError(f'WindowBatchNorm.load_state_dict: `{name}` has {key} of shape '
-                             f'{tuple(getattr(s[key], "shape", ()))}, the layer has {channels} channels {fix}')
+    for s in (s for s in calls if s is not None):
+        if not isinstance(s, dict) or set(s) != {'count', 'mean', 'm2'}:
+            raise ValueError(f'{where} holds {s!r}, not the statistics of a call {fix}')
+        if isinstance(s['count'], bool) or not isinstance(s['count'], int) or s['count'] <= 0:
+            raise ValueError(f"{where} has count={s['count']!r} {fix}")
+        for key in ('mean', 'm2'):
+            if not isinstance(s[key], torch.Tensor) or s[key].shape != (channels,):
+                raise ValueError(f'{where} has {key} of shape {tuple(getattr(s[key], "shape", ()))}, the layer has '
+                                 f'{channels} channels {fix}')
+    return calls
 
 # %% ../nbs/15_batchnorm.ipynb #dc946c71
 def batchnorm_warning(
@@ -611,7 +464,6 @@ def fit_batchnorm(
     tabular = any(type(m).__name__ == 'TabularModel' and type(m).__module__.startswith('fastai.')
                   for m in model.modules())
     parts = [BatchNormWarning(mode, world_size, tabular)] if training and warn else []
-    # (`batchnorm_layers`' test: a layer that tracks running statistics)
     if mode != 'window' or not any(m.track_running_stats for m in norms): return parts
     wbn = WindowBatchNorm(model)
     if releases is not None: releases.callback(wbn.remove)
