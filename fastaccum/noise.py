@@ -10,10 +10,10 @@ import math, numbers
 from copy import copy
 from functools import partial
 import torch
-from fastcore.basics import store_attr, patch
-from fastai.callback.core import Callback
 from fastai.callback.fp16 import MixedPrecision
+from fastai.callback.training import GradientAccumulation as FastaiAccumulation
 from fastai.learner import ValueMetric
+from fastcore.basics import store_attr
 from .checks import check_positive_int, check_bool
 from .parts import Releases, Attached, WindowListener, Weighed, SizeAdvisor, FitScope, find_cb, inside_fit
 from .distributed import all_reduce_sums, fsdp_root, fsdp_unsharded_params
@@ -31,10 +31,8 @@ def noise_scale_estimates(
     big_n:float, # Its samples (or items), more than `small_n`
 )->tuple:
     "Unbiased estimates of |G|² and tr(Σ) from gradients of two batch sizes (McCandlish et al. 2018, appendix A.1)"
-    # E|g_B|² = |G|² + tr(Σ)/B for a batch of B: two batch sizes give two equations
-    grad_sqnorm = (big_n*big_sqnorm - small_n*small_sqnorm)/(big_n - small_n)
-    trace = (small_sqnorm - big_sqnorm)/(1/small_n - 1/big_n)
-    return grad_sqnorm,trace
+    return ((big_n*big_sqnorm - small_n*small_sqnorm)/(big_n - small_n),   # E|g_B|² = |G|² + tr(Σ)/B, for B = n, N
+            (small_sqnorm - big_sqnorm)/(1/small_n - 1/big_n))
 
 # %% ../nbs/14_noise_scale.ipynb #8f0cd335
 class GradientTaps:
@@ -45,51 +43,34 @@ class GradientTaps:
         on_cpu:bool=True, # A norm taken at once is read as a number (else it stays a tensor, read later)
     ):
         store_attr()
-        self.want,self.watching,self._grads,self._sums = True,False,[],None   # (emptied in place)
+        self.want,self.watching,self._grads,self._sums = True,False,[],{}   # (emptied in place)
 
     def watch(self,
         params:list, # The parameters whose gradients to keep
         releases:Releases, # The fit's release stack: it removes the hooks when it closes
     ):
         "A hook on each of `params`: from now on, the backwards heeded (`want`) are kept until `forget`"
-        self._sums = [None]*len(params) if self.pieces else None
-        keep = self._keep_norm if self.at_once else self._keep
-        for i,p in enumerate(params):
-            releases.hook(p.register_hook(keep if self._sums is None else partial(self._keep_piece, i)))
+        for i,p in enumerate(params): releases.hook(p.register_hook(partial(self._keep, i)))
         self.watching = True
 
-    def _keep(self, grad):
-        if self.want: self._grads.append(grad)
-
-    def _keep_norm(self, grad):
+    def _keep(self, i, grad):
         if not self.want: return
-        norm = torch.linalg.vector_norm(grad, dtype=torch.float32)
-        self._grads.append(norm.item() if self.on_cpu else norm)
-
-    def _keep_piece(self, i, grad):
-        sums = self._sums
-        if self.want: sums[i] = grad if sums[i] is None else sums[i] + grad
+        if self.pieces: self._sums[i] = grad + self._sums[i] if i in self._sums else grad
+        elif not self.at_once: self._grads.append(grad)
+        else:
+            norm = torch.linalg.vector_norm(grad, dtype=torch.float32)
+            self._grads.append(norm.item() if self.on_cpu else norm)
 
     def norms(self)->list:
         "The norms of the gradient kept since `forget`, one per parameter a backward reached (in no set order)"
-        if self._sums is not None:
-            grads = [g for g in self._sums if g is not None]
-            return torch._foreach_norm(grads) if grads else []
-        return self._grads if self.at_once else torch._foreach_norm(self._grads) if self._grads else []
+        grads = list(self._sums.values()) if self.pieces else self._grads
+        return grads if self.at_once and not self.pieces or not grads else torch._foreach_norm(grads)
 
     def forget(self):
         "Let go of what the hooks kept"
-        self._grads.clear()
-        if self._sums is not None: self._sums[:] = [None]*len(self._sums)
+        self._grads.clear(); self._sums.clear()
 
 # %% ../nbs/14_noise_scale.ipynb #ec9b7ecb
-_NO_ACCUMULATION = ("GradientNoiseScale measures while fastaccum's GradientAccumulation (or "
-                    'GradientAccumulationSchedule) accumulates: add one to the Learner.')
-_FASTAI_ACCUMULATION = ("The Learner's `GradientAccumulation` is fastai's, not fastaccum's: a star import of fastai "
-                        "after fastaccum's replaced it. Import fastaccum after fastai, or import the class by name: "
-                        '`from fastaccum.all import GradientAccumulation`.')
-_STATE_KEYS = ('sqnorm_avg', 'trace_avg', 'history')
-
 class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
     "Measure the gradient noise scale B_simple = tr(Σ)/|G|² at each step, from the micro-batches and the window"
     order = MixedPrecision.order+0.5   # after `MixedPrecision` unscales the window's gradient, before `GradientClip`
@@ -109,125 +90,121 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
         if min_bs is not None and max_bs is not None and min_bs > max_bs:
             raise ValueError(f'`min_bs={min_bs}` is more than `max_bs={max_bs}`. Pass min_bs <= max_bs.')
         store_attr()
-        self.history,self.releases,self.measuring,self._loaded,self.learn = [],Releases(),False,False,None
-        self._weighed = None   # (the micro-batch's `Weighed`, as the accumulation callback told it)
-        self._measured = None   # (a window's estimates, from its `before_step` to its `after_step`)
-        self._sqnorm_avg = self._trace_avg = 0.
-        self._pairs,self.taps = [],GradientTaps()   # (pairs emptied in place: nothing is set at every micro-batch)
-        self.params,self._sharded,self._on_cpu,self._scaler,self._tb = [],False,False,None,None   # (each fit's)
+        self.history,self._sqnorm_avg,self._trace_avg = [],0.,0.
+        self._no_fit()
+
+    def _no_fit(self):
+        "None of a fit's parts (as made, and in a copy): releases, Learner, hooks, pairs; each fit's training sets them"
+        self.releases,self.learn,self.taps,self._pairs,self.params = Releases(),None,GradientTaps(),[],[]
+        self.measuring,self._loaded,self._sharded,self._on_cpu = False,False,False,False
+        self._weighed = self._measured = self._scaler = self._tb = None
 
     # leaving the Learner calls `_release`; other attributes are set plainly (fastai's shadowing check is slow)
     learn,__setattr__ = Attached(),object.__setattr__
     def _release(self): self.releases.close()
-
+    def __copy__(self):
+        "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
+        new = object.__new__(type(self))
+        new.__dict__.update(vars(self), history=list(self.history))
+        new._no_fit()
+        return new
+    def __getstate__(self)->dict:
+        "Pickled (`learn.export()` in a fit) as a copy is made, on its Learner: the next fit starts afresh"
+        return dict(vars(copy(self)), learn=self.__dict__.get('learn'))
     def suggested_bs(self)->float: return self.b_simple   # (with `adapt`, the batch size follows it)
-
     @property
     def b_simple(self)->float:
         "The smoothed noise scale: the moving average of tr(Σ) over that of |G|² (NaN until both are positive)"
         return self._trace_avg/self._sqnorm_avg if self._sqnorm_avg > 0 and self._trace_avg > 0 else float('nan')
+    def _own(self)->bool:   # the fit's own event (fastai's validations, `summary`, `tta` fire `before_fit` too)
+        return not (self.learn.lock.locked() or inside_fit(self.learn))
 
-    # -- the fit (fastai's validation context fires `before_fit` too, holding `learn.lock`: nothing to do there)
     def before_fit(self):
-        "Release what an interrupted fit left; a `b_simple` column for the Recorder (the fit starts with its training)"
-        learn = self.learn
-        if learn.lock.locked() or inside_fit(learn): return   # a validation (`summary`, `tta` in a fit): nothing to do
+        "Release what an interrupted fit left; a `b_simple` column for the Recorder (not in `lr_find`)"
+        if not self._own(): return
         self.releases.close()
-        self.releases = FitScope.find(learn).releases.part(self)   # (the fit's scope: its installs go there)
-        self.taps.forget(); self._pairs.clear()
-        if 'lr_finder' in vars(learn): return   # `lr_find` sweeps the learning rate: it measures and changes nothing
-        # the column is an install on the fit's scope: a Learner pickled in the fit (`learn.export()`) leaves it out
-        column = ValueMetric(self.suggested_bs, 'b_simple')
-        self.releases.replace(learn, '_metrics', learn.metrics + [column])   # (fastai's `metrics` holds them there)
+        self.releases = FitScope.find(self.learn).releases.part(self)   # (the fit's scope: its installs go there)
+        if 'lr_finder' in vars(self.learn): return
+        # (an install on the fit's scope: a Learner pickled in the fit, by `learn.export()`, leaves it out)
+        self.releases.replace(self.learn, '_metrics', self.learn.metrics + [ValueMetric(self.suggested_bs, 'b_simple')])
 
     def after_fit(self):
         "Take the hooks and the Recorder's column back (not after a validation inside the fit)"
-        if self.learn.lock.locked() or inside_fit(self.learn): return
+        if not self._own(): return
         self.releases.close()
         scope = FitScope.of(self.learn)
         if scope is not None and not scope.fit: scope.close()   # (`summary`'s, `tta`'s context ends here)
 
     def before_train(self):
-        if not self.measuring and 'lr_finder' not in vars(self.learn): self._start()
-
-    def _start(self):
-        "Find the accumulation callback (by type); with `every`, watch each parameter's gradient as a backward makes it"
+        "A fit's measure starts (afresh, unless a state was loaded): the accumulation callback found, the taps set"
         learn = self.learn
+        if self.measuring or 'lr_finder' in vars(learn): return
         ga = find_cb(learn, GradientAccumulation)
-        if ga is None:
-            from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
-            fastai_ga = find_cb(learn, FastaiGradientAccumulation)
-            raise ValueError(_NO_ACCUMULATION if fastai_ga is None else _FASTAI_ACCUMULATION)
-        # a fit starts afresh when its training starts (not at `summary` or `tta`, which fire `before_fit` too)
+        if ga is None: raise ValueError(
+            "The Learner's `GradientAccumulation` is fastai's, not fastaccum's (a star import of fastai after "
+            "fastaccum's replaced it): import fastaccum after fastai, or import the class by name: "
+            '`from fastaccum.all import GradientAccumulation`.' if find_cb(learn, FastaiAccumulation) else
+            "GradientNoiseScale measures while fastaccum's GradientAccumulation (or GradientAccumulationSchedule) "
+            'accumulates: add one to the Learner.')
         if not self._loaded: self._sqnorm_avg,self._trace_avg,self.history = 0.,0.,[]
-        self.measuring,self._loaded,self._weighed = True,False,None   # (a loaded state is this fit's now)
+        self.measuring,self._loaded,self._weighed = True,False,None
         self.releases.callback(setattr, self, 'measuring', False)
         self.params = [p for p in learn.model.parameters() if p.requires_grad]
-        # under FSDP a backward's gradients arrive at the unsharded parameters (which the first forward makes), and
-        # are reduce-scattered into the sharded ones' `.grad`: a micro-batch's own gradient is seen by hooks only
         self._sharded,self._on_cpu = fsdp_root(learn.model) is not None,self.params[0].device.type == 'cpu'
         at_once = self._on_cpu or ga.plan.world_size > 1 or self._sharded   # (DDP, FSDP: see `GradientTaps`)
         self.taps = GradientTaps(at_once, ga.settings.whole_batch_loss, self._on_cpu)
-        # the first micro-batch of a window is added to a zero gradient: `.grad` is its gradient, and needs no hooks
+        # no hooks for the window's first micro-batch (its gradient is `.grad`); under FSDP, see `before_backward`
         if self.every and not self._sharded: self.taps.watch(self.params, self.releases)
-        # looked up once: a missing attribute of a Learner is searched for through its model, slowly
-        self._scaler,self._tb = (getattr(learn, n, None) for n in ('scaler', 'tensor_board'))
+        self._scaler,self._tb = (getattr(learn, n, None) for n in ('scaler', 'tensor_board'))   # (once: slow lookups)
 
     # -- the window's events (from the accumulation callback), each micro-batch, each step
-    def window_started(self, size:int): self._pairs.clear()   # nothing of an earlier (dropped) window is paired with it
-    def window_dropped(self): self._pairs.clear()
-    def micro_batch_weighed(self, weighed):   # (what a micro-batch's pair needs; `lr_find` measures nothing)
+    def _new_window(self, *args): self._pairs.clear()   # (started, dropped, or closed whatever the step did)
+    window_started = window_dropped = window_closed = _new_window
+    def micro_batch_weighed(self, weighed:Weighed):   # (what a micro-batch's pair needs; `lr_find` measures nothing)
         if self.measuring: self._weighed = weighed
     def micro_batch_done(self, kept:bool): self._weighed = None
-    def window_closed(self, window): self._pairs.clear()   # (a step skipped after this callback's turn: no estimate)
-
-    def before_batch(self):   # (what hooks kept of a backward cancelled before `after_backward`; a step cut short)
-        self.taps.forget(); self._measured = None
+    def before_batch(self): self.taps.forget(); self._measured = None   # (a backward cancelled; a step cut short)
+    def after_cancel_step(self): self._measured = None   # (a guard after this callback skipped the step)
 
     def before_backward(self):
         "Under FSDP: hooks on the unsharded parameters (once a forward has made them), heeded for micro-batches paired"
-        weighed = self._weighed
-        if weighed is None or not self._sharded: return
+        w = self._weighed
+        if w is None or not self._sharded: return
         if not self.taps.watching: self.taps.watch(fsdp_unsharded_params(self.learn.model), self.releases)
-        self.taps.want = self.every or not (weighed.held or self._pairs)
+        self.taps.want = self.every or not (w.held or self._pairs)
 
     def after_backward(self):
         "Keep |g|² of the micro-batch, with its size and the factor its gradient carries"
-        weighed = self._weighed
-        weight = None if weighed is None else weighed.weight
-        if weight is None or not isinstance(weight, torch.Tensor) and not weight: return self.taps.forget()
-        if self.every or self._sharded:
-            if not self.taps.want: return self.taps.forget()   # (under FSDP without `every`: not the window's first)
-            norms = self.taps.norms()
-        elif weighed.held or self._pairs: return   # the window's first micro-batch only: its gradient is `.grad`
-        else: norms = torch._foreach_norm([p.grad for p in self.params if p.grad is not None])
-        if norms: self._pairs.append((self._squared_norm(norms), weighed.items, weight))
+        w = self._weighed
+        if w is None or not isinstance(w.weight, torch.Tensor) and not w.weight: return self.taps.forget()
+        if self.every or self._sharded: norms = self.taps.norms() if self.taps.want else []
+        elif w.held or self._pairs: return   # the window's first micro-batch only: its gradient is `.grad`
+        else: norms = torch._foreach_norm(self._window_grads())
+        if norms: self._pairs.append((self._squared_norm(norms), w.items, w.weight))
         self.taps.forget()
-
     def _squared_norm(self, norms):
         "The squared norm of a gradient from its parameters' norms: a number on the CPU; on a GPU a tensor (read later)"
-        if self._on_cpu: return sum((n if isinstance(n, float) else n.item())**2 for n in norms)
-        return torch.stack(norms).square().sum()
+        return sum(float(n)**2 for n in norms) if self._on_cpu else torch.stack(norms).square().sum()
 
     def before_step(self):
         "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window (kept if it steps)"
-        weighed = self._weighed   # (the window's last micro-batch; `None`: a step of no window, nothing to measure)
-        if weighed is None or not self.measuring: return
-        self._measured = (*self._estimate(self._pairs, weighed), weighed.size)
+        w = self._weighed   # (the window's last micro-batch; `None`: a step of no window, nothing to measure)
+        if w is None or not self.measuring: return
+        self._measured = (*self._estimate(self._pairs, w), w.size)
         self._pairs.clear()
 
-    def after_cancel_step(self): self._measured = None   # (a guard after this callback skipped the step)
-
     def after_step(self):
-        "The optimizer stepped: the window's estimates go into the moving averages and the `history`"
+        "The optimizer stepped: the window's estimates go into the moving averages, the `history` and the loggers"
         measured,self._measured = self._measured,None
         if measured is None: return
         sqnorm,trace,size = measured
-        if math.isfinite(sqnorm) and math.isfinite(trace):
+        if math.isfinite(sqnorm) and math.isfinite(trace):   # (else: left out of the averages)
             b = self.beta
             self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace
         self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=size))
-        self._log()
+        log_beside_step(self.learn, b_simple=self.b_simple)   # (W&B), and on TensorBoard's step axis:
+        if getattr(self._tb, 'writer', None) is not None:
+            self._tb.writer.add_scalar('b_simple', self.b_simple, self.learn.train_iter)
 
     def _window_grads(self)->list:
         "The window's gradient, parameter by parameter: under FSDP the shards this process holds"
@@ -235,79 +212,50 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
         grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]   # (the optimizer holds the shards)
         return [g.to_local() if hasattr(g, 'to_local') else g for g in grads]
 
-    def _estimate(self, pairs, weighed:Weighed):
+    def _estimate(self, pairs, w:Weighed):
         "The window's estimates, averaged over its micro-batches (and processes); NaN when none can be made"
-        big_n,summed,world = weighed.total,weighed.reduction == 'sum',weighed.world_size
-        pairs = [] if big_n is None else [(sq, n, w) for sq,n,w in pairs if n < big_n]   # one micro-batch: no pair
-        # each pair's estimates (`noise_scale_estimates`) are linear in |G|²: g = |G|²a + b, t = |G|²c + d. Under
+        N,summed,world = w.total,w.reduction == 'sum',w.world_size
+        pairs = [] if N is None else [(sq, n, wt) for sq,n,wt in pairs if n < N]   # one micro-batch: no pair
+        # each pair's estimates (`noise_scale_estimates`) are linear in |G|²: g = |G|²a + b, t = |G|²c + d; under
         # FSDP |G|² is the sum of the shards' squared norms over the processes: it travels in the step's one all-reduce
         big,totals = 0.,[0.]*5   # (a, b, c, d, pairs) summed over this process's pairs
         if pairs or (self._sharded and world > 1):
-            scaler = self._scaler
-            scale = scaler.get_scale() if scaler is not None and scaler.is_enabled() else 1.
+            scale = self._scaler.get_scale() if self._scaler is not None and self._scaler.is_enabled() else 1.
             grads = self._window_grads()
             values = [self._squared_norm(torch._foreach_norm(grads)) if grads else 0.] + [sq for sq,*_ in pairs]
             if not self._on_cpu:   # |G|², then each |g|², in one read
                 values = torch.stack([torch.as_tensor(v, device=self.params[0].device) for v in values]).tolist()
-            big = values[0]/big_n**2 if summed else values[0]   # a summed loss's gradient is the sum: the mean is /N
-            for sq,(_,n,w) in zip(values[1:], pairs):
-                small = sq/(w*scale)**2/(n**2 if summed else 1)
-                c = 1/(1/n - 1/big_n)   # (noise_scale_estimates, with |G|² apart)
-                totals = [totals[0] + big_n/(big_n - n), totals[1] - small*n/(big_n - n), totals[2] - c,
-                          totals[3] + small*c, totals[4] + 1]
+            big = values[0]/N**2 if summed else values[0]   # a summed loss's gradient is the sum: the mean is /N
+            for sq,(_,n,wt) in zip(values[1:], pairs):
+                small,c = sq/(wt*scale)**2/(n**2 if summed else 1),1/(1/n - 1/N)
+                totals = [s + v for s,v in zip(totals, (N/(N - n), -small*n/(N - n), -c, small*c, 1))]
         if world > 1:
-            summed_up = all_reduce_sums([big if self._sharded else 0.] + totals, self.params[0].device)
-            if self._sharded: big = summed_up[0]
-            totals = summed_up[1:]
+            all_big,*totals = all_reduce_sums([big if self._sharded else 0.] + totals, self.params[0].device)
+            if self._sharded: big = all_big
         a,b,c,d,k = totals
         return ((big*a + b)/k, (big*c + d)/k) if k else (float('nan'), float('nan'))
-
-    def _log(self):
-        "`b_simple` beside the step's row in W&B, and on TensorBoard's step axis"
-        tb = self._tb
-        log_beside_step(self.learn, b_simple=self.b_simple)
-        if tb is not None and getattr(tb, 'writer', None) is not None:
-            tb.writer.add_scalar('b_simple', self.b_simple, self.learn.train_iter)
 
     # -- a checkpoint's share (`TrainingCheckpoint`)
     def state_dict(self)->dict:
         "The smoothed estimates and the history; `in_fit`: taken inside a fit (to continue it), else after one"
         return dict(sqnorm_avg=self._sqnorm_avg, trace_avg=self._trace_avg, history=list(self.history),
                     in_fit=self.measuring or self._loaded)
-
     def load_state_dict(self, state:dict):
         "Take `state` up at once; outside a fit, the next fit (not `lr_find`) continues an in-fit state, not afresh"
-        if not isinstance(state, dict) or not set(_STATE_KEYS) <= set(state):
-            raise ValueError(f'`state` must be a dict with {list(_STATE_KEYS)}, got {state!r:.80}. '
-                             'Pass what GradientNoiseScale.state_dict() returned.')
+        keys = ['sqnorm_avg', 'trace_avg', 'history']
+        if not isinstance(state, dict) or not set(keys) <= set(state): raise ValueError(f'`state` must be a dict '
+            f'with {keys}, got {state!r:.80}. Pass what GradientNoiseScale.state_dict() returned.')
         self._sqnorm_avg,self._trace_avg,self.history = state['sqnorm_avg'],state['trace_avg'],list(state['history'])
         self._loaded = not self.measuring and state.get('in_fit', True)   # (after a fit: the next starts afresh)
 
-# %% ../nbs/14_noise_scale.ipynb #4e035605
-@patch
-def plot_gns(self:GradientNoiseScale,
-    ax=None, # A matplotlib axis to draw on
-):
-    "Plot the smoothed noise scale at every optimizer step, beside `accum_bs` in use (which it sets, with `adapt`)"
-    import matplotlib.pyplot as plt
-    if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
-    if not self.history: raise ValueError('No fit recorded yet: plot_gns plots the steps of the last fit.')
-    ax.plot([h['b_simple'] for h in self.history], label='B_simple (smoothed)')
-    ax.step(range(len(self.history)), [h['accum_bs'] for h in self.history], where='post', label='accum_bs in use')
-    ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.legend()
-    return ax
-
-# %% ../nbs/14_noise_scale.ipynb #ee1129f4
-@patch
-def __copy__(self:GradientNoiseScale):
-    "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
-    new = object.__new__(type(self))
-    new.__dict__.update(vars(self), history=list(self.history), releases=Releases(), measuring=False, learn=None,
-                        _loaded=False, _measured=None, _pairs=[], taps=GradientTaps(), params=[], _scaler=None,
-                        _tb=None)
-    return new
-
-@patch
-def __getstate__(self:GradientNoiseScale)->dict:
-    "Pickled (`learn.export()` in a fit) as a copy is made, on its Learner: the next fit starts afresh"
-    return dict(vars(copy(self)), learn=self.__dict__.get('learn'))
+    def plot_gns(self,
+        ax=None, # A matplotlib axis to draw on
+    ):
+        "Plot the smoothed noise scale at every optimizer step, beside `accum_bs` in use (which it sets, with `adapt`)"
+        if not self.history: raise ValueError('No fit recorded yet: plot_gns plots the steps of the last fit.')
+        import matplotlib.pyplot as plt
+        if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
+        ax.plot([h['b_simple'] for h in self.history], label='B_simple (smoothed)')
+        ax.step(range(len(self.history)), [h['accum_bs'] for h in self.history], where='post', label='accum_bs in use')
+        ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.legend()
+        return ax
