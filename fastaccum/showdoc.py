@@ -51,7 +51,7 @@ class ParamTableRenderer(BasicMarkdownRenderer):
         args = [star.get(p['kind'], '') + n + (f':{t}' if (t := _type_name(p['anno'])) else '')
                 + (f'={d}' if (d := _default(p['default'])) else '') for n,p in params.items()]
         head = f"{'class' if inspect.isclass(self.sym) else 'def'} {self.nm.split('.')[-1]}("
-        return '\n'.join(textwrap.wrap(', '.join(a.replace(' ', '\0') for a in args) + ')', 100, initial_indent=head,
+        return '\n'.join(textwrap.wrap(', '.join(a.replace(' ', '\0') for a in args) + ')', 99, initial_indent=head,
             subsequent_indent=' '*len(head), break_long_words=False, break_on_hyphens=False)).replace('\0', ' ')
 
     def _table(self, params, ret)->str:
