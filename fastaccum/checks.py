@@ -14,64 +14,41 @@ __all__ = ['SUPPORTED', 'check_positive_int', 'check_bool', 'check_positive', 'c
            'check_path', 'private', 'CheckpointError']
 
 # %% ../nbs/internals/checks.ipynb #0db0dbb2
-def check_positive_int(
-    name:str, # The parameter's name, for the message
-    value, # The value to check
-    fix:str='', # What to pass instead, for the message
-)->int:
-    "Return `value` if it is a positive int (not a bool), else raise a `ValueError` that names `name` and `fix`"
+def check_positive_int(name:str, value, fix:str='')->int:
+    "`value` if it is a positive int (not a bool), else a `ValueError` naming `name` and `fix`"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"`{name}` must be a positive int, got {value!r}. {fix}".strip())
     return int(value)
 
-def check_bool(
-    name:str, # The parameter's name, for the message
-    value, # The value to check
-)->bool:
-    "Return `value` if it is a bool, else raise a `ValueError` that names `name`"
+def check_bool(name:str, value)->bool:
+    "`value` if it is a bool, else a `ValueError` naming `name`"
     if not isinstance(value, bool):
         raise ValueError(f"`{name}` must be True or False, got {value!r}. Pass {name}=True or {name}=False.")
     return value
 
-def check_positive(
-    name:str, # The parameter's name, for the message
-    value, # The value to check
-    fix:str='', # What to pass instead, for the message
-)->float|int:
-    "Return `value` if it is a finite number > 0 (an int or a float, not a bool), else a `ValueError` naming `name`"
+def check_positive(name:str, value, fix:str='')->float|int:
+    "`value` if it is a finite number > 0 (an int or a float, not a bool), else a `ValueError` naming `name` and `fix`"
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"`{name}` must be a number greater than 0, got {value!r}. {fix}".strip())
     return value
 
-def check_optional_int(
-    name:str, # The parameter's name, for the message
-    value, # The value to check: a positive int, or None
-    fix:str='', # What to pass instead, for the message
-)->int|None:
-    "Return `value` if it is `None` or a positive int, else raise a `ValueError` that names `name` and `fix`"
+def check_optional_int(name:str, value, fix:str='')->int|None:
+    "`value` if it is `None` or a positive int, else a `ValueError` naming `name` and `fix`"
     return None if value is None else check_positive_int(name, value, fix)
 
-def check_choice(
-    name:str, # The parameter's name, for the message
-    value, # The value to check
-    choices:tuple, # The values allowed
-)->object:
-    "Return `value` if it is one of `choices`, else raise a `ValueError` that names `name` and lists them"
+def check_choice(name:str, value, choices:tuple)->object:
+    "`value` if it is one of `choices` (`1` is not `True`), else a `ValueError` naming `name` and listing them"
     if not any(value is c or (type(value) == type(c) and value == c) for c in choices):
         raise ValueError(f"`{name}` must be one of {', '.join(map(repr, choices))}, got {value!r}.")
     return value
 
-def check_count(
-    name:str, # The function or parameter that gave the value, for the message
-    value, # A count: a number, or a tensor holding one
-    fix:str='', # What to return instead, for the message
-)->float:
-    "`value` as a finite number >= 0 (a one-element tensor is read), else a `ValueError` naming `name` and `fix`"
+def check_count(name:str, value, fix:str='')->float:
+    "`value` (a number, or a one-element tensor) as a finite number >= 0, else a `ValueError` naming `name` and `fix`"
     if hasattr(value, 'numel') and value.numel() == 1: value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f'`{name}` must give a number (an int, a float or a one-element tensor), got {value!r}. '
                          f'{fix}'.strip())
-    value = float(value) if not isinstance(value, numbers.Integral) else int(value)
+    value = int(value) if isinstance(value, numbers.Integral) else float(value)
     if not math.isfinite(value) or value < 0:
         raise ValueError(f'`{name}` gave {value}: a count must be finite and not negative. {fix}'.strip())
     return value
@@ -81,21 +58,19 @@ def check_path(
     name:str, # The parameter's name, for the message
     value, # The value to check: a str or a path-like (`pathlib.Path`)
     what:str, # What it must name, for the message, e.g. 'a checkpoint file'
-    folder:bool|None=False, # Whether it names a folder (an existing file there is refused), else a file (a folder
-                            # refused); `None`: either
+    folder:bool|None=False, # A folder (an existing file there refused), else a file (a folder refused); `None`: either
     example:str='', # A value to pass instead, for the message
 )->Path:
     "`value` as a `Path` if it can name `what` (a file, or with `folder` a folder), else a `ValueError` naming `name`"
     if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
         raise ValueError(f'`{name}` must be the path of {what} (a str or a pathlib.Path), got {value!r}. '
                          f'{"Pass e.g. " + example + "." if example else ""}'.strip())
-    path = Path(value)
-    if folder and path.is_file():
+    if folder and (path := Path(value)).is_file():
         raise ValueError(f'`{name}` must be a folder ({what}), got the file {str(path)!r}. Pass another name.')
-    if folder is False and path.is_dir():
+    if folder is False and (path := Path(value)).is_dir():
         raise ValueError(f'`{name}` must be a file ({what}), got the folder {str(path)!r}. Pass a file in it, or '
                          'another name.')
-    return path
+    return Path(value)
 
 # %% ../nbs/internals/checks.ipynb #d2a9feb9
 SUPPORTED = {'torch': '>=2.13', 'fastai': '>=2.8.12,<2.9'}   # what pyproject.toml declares (tested in step with it)
@@ -109,14 +84,12 @@ def private(
     except AttributeError: pass
     owner = obj.__name__ if isinstance(obj, type) or type(obj).__name__ == 'module' else type(obj).__name__
     got = ', '.join(f'{n} {getattr(sys.modules.get(n), "__version__", "(not imported)")}' for n in SUPPORTED)
-    wanted = ' and '.join(f'{n}{v}' for n,v in SUPPORTED.items())
+    wanted = [n + v for n,v in SUPPORTED.items()]
     raise RuntimeError(f'fastaccum reads `{owner}.{name}`, an internal of PyTorch or fastai that this install ({got}) '
-                       f'does not have. fastaccum supports {wanted}: install those (pip install '
-                       f'{" ".join(repr(n + v) for n,v in SUPPORTED.items())}), or report the versions in an issue.')
+                       f'does not have. fastaccum supports {" and ".join(wanted)}: install those (pip install '
+                       f'{" ".join(map(repr, wanted))}), or report the versions in an issue.')
 
 # %% ../nbs/internals/checks.ipynb #33c02eeb
 class CheckpointError(ValueError):
     "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (damaged, foreign)"
-    def __init__(self,
-        message:str, # What is wrong: the file, why, and what to do
-    ): super().__init__(message)
+    def __init__(self, message:str): super().__init__(message)   # `message`: the file, why, and what to do

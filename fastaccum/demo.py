@@ -6,13 +6,8 @@ Docs: https://fastaccum.github.io/fastaccum/internals/demo.html.md"""
 
 # %% ../nbs/internals/demo.ipynb #1b49234c
 from __future__ import annotations
-import time
-from copy import deepcopy
-import numpy as np, pandas as pd, torch
-from torch import nn
-import torch.nn.functional as F
 from fastcore.script import call_parse
-from fastai.basics import *
+from fastai.basics import *   # (with numpy, pandas, torch, `deepcopy` and `time`)
 from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
 from .accumulate import GradientAccumulation
 
@@ -20,24 +15,19 @@ from .accumulate import GradientAccumulation
 __all__ = ['digits_dls', 'digits_model', 'run_demo', 'main']
 
 # %% ../nbs/internals/demo.ipynb #5f7a5ec6
-def digits_dls(bs:int, # Training batch size
-               seed:int=0, # Seed of the split and of the shuffled order
-               valid_pct:float=0.2, # Share of the digits held out for validation
-              )->DataLoaders:
-    "fastai `DataLoaders` over scikit-learn's 8x8 digits, flattened and scaled to [0, 1]"
+def digits_dls(bs:int, seed:int=0, valid_pct:float=0.2)->DataLoaders:
+    "`DataLoaders` (training batches of `bs`) of scikit-learn's 8x8 digits, flattened and scaled to [0, 1]"
     from sklearn.datasets import load_digits
     images,labels = load_digits(return_X_y=True)
     x,y = torch.tensor(images/16., dtype=torch.float32),torch.tensor(labels)
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
-    n_valid = int(len(x)*valid_pct)
-    valid,train = order[:n_valid],order[n_valid:]
+    valid,train = order[:(n_valid := int(len(x)*valid_pct))],order[n_valid:]
     set_seed(seed)  # the training loader's shuffle: the same order whatever `bs` is
     return DataLoaders(DataLoader(list(zip(x[train], y[train])), bs=bs, shuffle=True, drop_last=False),
                        DataLoader(list(zip(x[valid], y[valid])), bs=256))
 
 # %% ../nbs/internals/demo.ipynb #1f920362
-def digits_model(seed:int=0, # Seed of the initial weights
-                )->nn.Module:
+def digits_model(seed:int=0)->nn.Module:
     "A small MLP for the digits: no dropout, no BatchNorm, so micro-batches and large batches see the same function"
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
@@ -52,37 +42,24 @@ class _StepLosses(Callback):
         n = sum(b for _,b in self.pending)
         self.losses.append(sum(l*b for l,b in self.pending)/n); self.samples.append(n); self.pending = []
 
-def _train(bs, cbs, model, epochs, lr, seed):
-    learn = Learner(digits_dls(bs, seed), deepcopy(model), loss_func=F.cross_entropy, metrics=accuracy,
-                    opt_func=partial(SGD, mom=0.9), lr=lr, cbs=L(cbs)+_StepLosses())
-    start = time.perf_counter()
-    with learn.no_bar(), learn.no_logging(): learn.fit(epochs)
-    return learn, time.perf_counter()-start
-
-def _max_diff(a, b): return max((p-q).abs().max().item() for p,q in zip(a.parameters(), b.parameters()))
-
 # %% ../nbs/internals/demo.ipynb #12d6ddf5
-def run_demo(epochs:int=5, # Epochs of training
-             bs:int=16, # Micro-batch size of the accumulating runs
-             accum_bs:int=128, # Samples per optimizer step (the large batch)
-             lr:float=0.1, # Learning rate (for the effective batch `accum_bs`)
-             seed:int=0, # Seed of the data split, shuffle and initial weights
-             out:str|None='demo_loss.png', # Where to save the plot of the steps' losses (PNG); `None` saves nothing
-            )->pd.DataFrame:
-    "Train large batch / fastaccum / fastai built-in; return the comparison table (step losses in `.attrs['steps']`)"
-    model = digits_model(seed)
-    runs = {'large batch': (accum_bs, []),
-            'fastaccum': (bs, GradientAccumulation(accum_bs)),
+def run_demo(epochs:int=5, bs:int=16, accum_bs:int=128, lr:float=0.1, seed:int=0, out:str|None='demo_loss.png'):
+    "Train as `main` says (`out=None`: no plot); return the table (each run's step losses in `.attrs['steps']`)"
+    model,steps,rows = digits_model(seed),{},[]
+    runs = {'large batch': (accum_bs, []), 'fastaccum': (bs, GradientAccumulation(accum_bs)),
             'fastai built-in': (bs, FastaiGradientAccumulation(n_acc=accum_bs))}
-    models,steps,rows = {},{},[]
     for name,(loader_bs,cbs) in runs.items():
-        learn,secs = _train(loader_bs, cbs, model, epochs, lr, seed)
-        log = learn._step_losses   # read before `validate`, whose `before_fit` starts a new log
-        # (epochs done, loss) at each step
-        models[name],steps[name] = learn.model,(np.cumsum(log.samples)/len(learn.dls.train_ds), log.losses)
+        learn = Learner(digits_dls(loader_bs, seed), deepcopy(model), loss_func=F.cross_entropy, metrics=accuracy,
+                        opt_func=partial(SGD, mom=0.9), lr=lr, cbs=L(cbs)+_StepLosses())
+        start = time.perf_counter()
+        with learn.no_bar(), learn.no_logging(): learn.fit(epochs)
+        secs,log = time.perf_counter()-start,learn._step_losses   # (before `validate`, whose `before_fit` resets it)
+        steps[name] = np.cumsum(log.samples)/len(learn.dls.train_ds),log.losses   # (epochs done, loss) at each step
+        if name == 'large batch': large = learn.model
         with learn.no_bar(): valid_loss,acc = learn.validate()
-        rows.append(dict(run=name, loader_bs=loader_bs, max_weight_diff=_max_diff(learn.model, models['large batch']),
-                         valid_loss=valid_loss, accuracy=acc, optimizer_steps=len(steps[name][1]), seconds=secs))
+        diff = max((p-q).abs().max().item() for p,q in zip(learn.model.parameters(), large.parameters()))
+        rows.append(dict(run=name, loader_bs=loader_bs, max_weight_diff=diff, valid_loss=valid_loss, accuracy=acc,
+                         optimizer_steps=len(steps[name][1]), seconds=secs))
     if out: _plot_losses(steps, out)
     table = pd.DataFrame(rows).set_index('run')
     table.attrs['steps'] = steps
@@ -90,14 +67,13 @@ def run_demo(epochs:int=5, # Epochs of training
 
 # %% ../nbs/internals/demo.ipynb #ce5f2e26
 def _plot_losses(steps, out):
-    import matplotlib; matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig,ax = plt.subplots(figsize=(7, 4))
+    from matplotlib.figure import Figure   # (no pyplot: no backend to choose, no window, nothing left open)
+    ax = (fig := Figure(figsize=(7, 4))).subplots()
     for (name,(epochs,losses)),style in zip(steps.items(), ('-', '--', ':')):
         ax.plot(epochs, losses, style, marker='.', label=f'{name} ({len(losses)} steps)')
     ax.set_xlabel('epochs of samples seen'); ax.set_ylabel("loss of the step (mean over its samples)"); ax.legend()
     ax.set_title('Every optimizer step: fastaccum takes the large batch\'s steps')
-    fig.tight_layout(); fig.savefig(out, dpi=100); plt.close(fig)
+    fig.tight_layout(); fig.savefig(out, dpi=100)
 
 # %% ../nbs/internals/demo.ipynb #a25c2a79
 @call_parse
@@ -110,7 +86,5 @@ def main(epochs:int=5, # Epochs of training
         ):
     "Compare one large batch, fastaccum and fastai's built-in accumulation on scikit-learn's digits"
     table = run_demo(epochs, bs, accum_bs, lr, seed, out)
-    with pd.option_context('display.float_format', '{:.3g}'.format, 'display.width', 120):
-        print(f'\n{epochs} epochs, micro-batch {bs}, accum_bs {accum_bs}:\n')
-        print(table.to_string())
-    print(f'\nLoss curves saved to {out}')
+    print(f'\n{epochs} epochs, micro-batch {bs}, accum_bs {accum_bs}:\n\n'
+          f"{table.to_string(float_format='{:.3g}'.format)}\n\nLoss curves saved to {out}")

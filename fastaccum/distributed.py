@@ -7,6 +7,7 @@ Docs: https://fastaccum.github.io/fastaccum/distributed.html.md"""
 # %% ../nbs/21_distributed.ipynb #395794b8
 from __future__ import annotations
 import os, sys, warnings
+from contextlib import ExitStack
 import fastai, torch
 from torch.nn.parallel import DistributedDataParallel
 from packaging.version import Version
@@ -18,125 +19,84 @@ __all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_r
            'OutOfMemoryElsewhere', 'WindowSync', 'fix_distributed_dl_broadcast', 'check_distrib_ctx']
 
 # %% ../nbs/21_distributed.ipynb #13c31a58
-def _fsdp_imported():
-    """PyTorch's FSDP package, if it is imported: before it is, no module can be sharded with it (its classes are
-    made there), so a model need not be walked, at every fit, to find none"""
-    return sys.modules.get('torch.distributed.fsdp')
+def _fsdp(): return sys.modules.get('torch.distributed.fsdp')   # None before it is imported: no module sharded yet
 
-def is_fsdp(model, # A model, wrapped or not
-           )->bool:
-    "Whether `model` is sharded by PyTorch's FSDP (version 1's `FullyShardedDataParallel`, or 2's `fully_shard`)"
-    if _fsdp_imported() is None: return False
-    from torch.distributed import fsdp
-    kinds = tuple(getattr(fsdp, n) for n in ('FullyShardedDataParallel', 'FSDPModule') if hasattr(fsdp, n))
-    return any(isinstance(m, kinds) for m in model.modules())
+def is_fsdp(model)->bool:
+    "Whether `model` (wrapped or not) is sharded by FSDP (version 1's `FullyShardedDataParallel`, or 2's `fully_shard`)"
+    if (fsdp := _fsdp()) is None: return False
+    return any(isinstance(m, (fsdp.FullyShardedDataParallel, fsdp.FSDPModule)) for m in model.modules())
 
-def ddp_world_size(learn, # A `Learner`
-                  )->int:
+def ddp_world_size(learn)->int:
     "Processes averaging gradients with `learn`: the process group's size when its model is under DDP or FSDP, else 1"
-    dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()): return 1
-    return dist.get_world_size() if isinstance(learn.model, DistributedDataParallel) or is_fsdp(learn.model) else 1
+    wrapped = isinstance(learn.model, DistributedDataParallel) or is_fsdp(learn.model)   # (neither without a group)
+    return torch.distributed.get_world_size() if wrapped and torch.distributed.is_initialized() else 1
 
 # %% ../nbs/21_distributed.ipynb #75ea6241
-def all_reduce_sums(values:list, # Numbers this process holds
-                    device, # Where the process's tensors live (used with the NCCL backend, which needs CUDA tensors)
-                   )->list:
-    "The sums of `values` over all processes, in one all-reduce"
+def all_reduce_sums(values:list, device)->list:
+    "The sums of this process's `values` over all processes, in one all-reduce (on `device` with NCCL, else the CPU)"
     on = device if torch.distributed.get_backend() == 'nccl' else 'cpu'
     totals = torch.tensor([float(v) for v in values], dtype=torch.float64, device=on)
     torch.distributed.all_reduce(totals)
     return totals.tolist()
 
-def all_reduce_gradients(params:list, # Parameters whose gradients to average (the same, in the same order, everywhere)
-                         world_size:int, # Processes
-                         bucket_size:int=2**24, # Elements in each all-reduce, at most (but one tensor at least)
-                        ):
-    "Average the gradients of `params` over the processes, in flat buckets, as DDP's backward does, but after it"
-    grads,bucket,size = [p.grad for p in params if p.grad is not None],[],0
+def all_reduce_gradients(params:list, world_size:int, bucket_size:int=2**24):
+    "Average `params`' gradients (the same everywhere) over `world_size` processes after the backward, in flat buckets"
     flatten,unflatten = (private(torch._utils, f'_{n}_dense_tensors') for n in ('flatten', 'unflatten'))
-    for g in grads + [None]:
-        if bucket and (g is None or size + g.numel() > bucket_size):
-            flat = flatten(bucket)
-            torch.distributed.all_reduce(flat)
-            flat /= world_size
-            for g_,synced in zip(bucket, unflatten(flat, bucket)): g_.copy_(synced)
-            bucket,size = [],0
-        if g is not None: bucket.append(g); size += g.numel()
+    buckets,size = [[]],0
+    for g in (p.grad for p in params if p.grad is not None):
+        if buckets[-1] and size + g.numel() > bucket_size: buckets,size = buckets + [[]],0
+        buckets[-1].append(g); size += g.numel()
+    for bucket in filter(None, buckets):
+        flat = flatten(bucket)
+        torch.distributed.all_reduce(flat)
+        torch._foreach_copy_(bucket, unflatten(flat.div_(world_size), bucket))
 
 # %% ../nbs/21_distributed.ipynb #1a75f669
-def bare_model(model, # A model, under DDP or not
-              ):
+def bare_model(model):
     "`model` without DDP's wrapper: the module DDP wraps, else `model` itself"
     return model.module if isinstance(model, DistributedDataParallel) else model
 
-def no_sync_model(model, # The Learner's model
-                 ):
+def no_sync_model(model):
     "The model whose `no_sync()` lets a window's backwards skip the all-reduce: a DDP model (not FSDP), else `None`"
-    if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module): return model
-    return None
+    return model if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module) else None
 
-def fsdp_root(model, # A model, sharded or not
-             ):
+def fsdp_root(model):
     "The outermost module of `model` sharded with FSDP 2's `fully_shard` (the root), or `None`"
-    if _fsdp_imported() is None: return None
-    from torch.distributed.fsdp import FSDPModule
-    return next((m for m in model.modules() if isinstance(m, FSDPModule)), None)
+    return None if (f := _fsdp()) is None else next((m for m in model.modules() if isinstance(m, f.FSDPModule)), None)
 
 FSDP_REDUCE = ('micro_batch', 'window')
 
-def set_fsdp_reduce(model, # A model sharded with `fully_shard` (its root, or a module holding it)
-                    reduce:str='micro_batch', # 'micro_batch': reduce-scatter at each micro-batch; 'window': once
-                   ):
-    "When `GradientAccumulation` lets FSDP reduce-scatter a window's gradients: at each micro-batch, or once a window"
-    root = fsdp_root(model)
-    if root is None: raise ValueError('`model` is not sharded with fully_shard: set_fsdp_reduce chooses when FSDP '
-                                      'reduces its gradients. Shard it first (fastaccum.sharded.shard_model, or '
-                                      'fully_shard).')
-    check_choice('reduce', reduce, FSDP_REDUCE)
-    root._fastaccum_reduce = reduce
+def set_fsdp_reduce(model, reduce:str='micro_batch'):
+    "When FSDP reduce-scatters a `fully_shard` model's gradients: each micro-batch, or once a window (`reduce`)"
+    if (root := fsdp_root(model)) is None: raise ValueError('`model` is not sharded with fully_shard: shard it first '
+                                                           '(fastaccum.sharded.shard_model, or fully_shard).')
+    root._fastaccum_reduce = check_choice('reduce', reduce, FSDP_REDUCE)
     return model
 
-def fsdp_reduce(model, # A model, sharded or not
-               )->str|None:
+def fsdp_reduce(model)->str|None:
     "When FSDP reduce-scatters `model`'s gradients with `GradientAccumulation`: 'micro_batch', 'window' (or `None`)"
-    root = fsdp_root(model)
-    return None if root is None else getattr(root, '_fastaccum_reduce', 'micro_batch')
+    return None if (root := fsdp_root(model)) is None else getattr(root, '_fastaccum_reduce', 'micro_batch')
 
 # %% ../nbs/21_distributed.ipynb #e8726993
 def _fsdp_params(model):
     "FSDP's records of `model`'s sharded parameters (PyTorch's internals: `FSDPParam`), group by group"
-    from torch.distributed.fsdp import FSDPModule
-    groups = [g for m in model.modules() if isinstance(m, FSDPModule)
-              for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups')]
-    return [p for g in groups for p in private(g, 'fsdp_params')]
+    return [p for m in model.modules() if isinstance(m, _fsdp().FSDPModule)
+            for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups') for p in private(g, 'fsdp_params')]
 
-def fsdp_held_gradients(model, # A model sharded with `fully_shard`
-                       )->list:
+def fsdp_held_gradients(model)->list:
     "The unsharded gradients FSDP holds between backwards while its gradient synchronisation is off (a window's so far)"
-    out = []
-    for p in _fsdp_params(model):
-        held = private(p, 'unsharded_accumulated_grad')   # (in the reduction's dtype under a mixed-precision policy)
-        if held is None and hasattr(p, '_unsharded_param'): held = p._unsharded_param.grad
-        if held is not None: out.append(held)
-    return out
+    def held(p):   # (in the reduction's dtype under a mixed-precision policy)
+        g = private(p, 'unsharded_accumulated_grad')
+        return g if g is not None or not hasattr(p, '_unsharded_param') else p._unsharded_param.grad
+    return [g for g in map(held, _fsdp_params(model)) if g is not None]
 
-def fsdp_unsharded_params(model, # A model sharded with `fully_shard`
-                         )->list:
+def fsdp_unsharded_params(model)->list:
     "The unsharded parameters FSDP computes with (the leaves its backward accumulates into; made at the first forward)"
     return [p._unsharded_param for p in _fsdp_params(model) if hasattr(p, '_unsharded_param')]
 
 # %% ../nbs/21_distributed.ipynb #99a43d1d
 class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
-    def __init__(self, message:str='Another process ran out of memory in this window.', # What the error says
-                ): super().__init__(message)
-
-class _GradientSyncOff:
-    "FSDP 2's gradient synchronisation off, as a context (`no_sync` for a model sharded with `fully_shard`)"
-    def __init__(self, root): self.root = root
-    def __enter__(self): self.root.set_requires_gradient_sync(False)
-    def __exit__(self, *exc): self.root.set_requires_gradient_sync(True)
 
 _AUTO_FSDP = ("micro_batch_size='auto' under FSDP is not supported: FSDP all-gathers the parameters inside every "
               'forward and backward, and reduce-scatters the gradients in the backward; a process that runs out of '
@@ -154,76 +114,45 @@ class WindowSync:
         self.model,self.sharded = no_sync_model(model),fsdp_root(model)
         self.per_window = self.sharded is not None and fsdp_reduce(self.sharded) == 'window'
         if manual and world_size > 1 and self.model is None: raise ValueError(_AUTO_FSDP)
-        # whether there is a synchronisation to hold: a DDP model, or FSDP set to reduce once per window (read often)
-        self.active = self.model is not None or self.per_window
+        self.active = self.model is not None or self.per_window   # a synchronisation to hold (read at every batch)
 
-    def hold(self, accumulating:bool, # Whether the micro-batch about to run accumulates (no step after it)
-            ):
-        "Hold the synchronisation for an accumulating micro-batch (every one, with `manual`); release it for the last"
-        if not (accumulating or self.manual): self.release()
-        elif self.context is None:
-            if self.per_window:   # the window's gradient is held unsharded: the sharded `.grad` (zeros) need not wait
-                for p in self.sharded.parameters(): p.grad = None
-            self.context = self.model.no_sync() if self.model is not None else _GradientSyncOff(self.sharded)
-            self.context.__enter__()
-
+    def hold(self, accumulating:bool):
+        "Hold the synchronisation if the next micro-batch is `accumulating` (every one with `manual`), else release it"
+        if not (accumulating or self.manual): return self.release()
+        if self.context is not None: return
+        self.context = ExitStack()
+        if self.model is not None: return self.context.enter_context(self.model.no_sync())
+        for p in self.sharded.parameters() if self.per_window else (): p.grad = None   # held unsharded: zeros let go
+        self.sharded.set_requires_gradient_sync(False)   # FSDP 2's `no_sync`
+        self.context.callback(self.sharded.set_requires_gradient_sync, True)
     def release(self):
         "Let the next backward synchronise (at a window's last micro-batch, an interruption, or the end of a fit)"
-        if self.context is not None:
-            context,self.context = self.context,None
-            context.__exit__(None, None, None)
-
-    def rescale(self, opt, # The Learner's optimizer
-                factor:float, # What the window's gradient so far is multiplied by
-               ):
-        "Multiply the window's gradient so far by `factor`, where it is held (FSDP's unsharded ones, once per window)"
-        if self.per_window: grads = fsdp_held_gradients(self.sharded)
+        context,self.context = self.context,None
+        if context is not None: context.close()
+    def close(self, window, total, opt, device):
+        "Close `window` (its last backward next) on its `total` items over the processes; rescale the gradient it holds"
+        factor = window.close(self.sum(total, device) if self.world_size > 1 else total, self.world_size)
+        if factor == 1 or not window.held: return
+        if self.per_window: grads = fsdp_held_gradients(self.sharded)   # FSDP's unsharded ones, once per window
         else: grads = [p.grad for p,*_ in opt.all_params(with_grad=True)]
         if grads: torch._foreach_mul_(grads, factor)
-
-    def close(self,
-        window, # The `AccumWindow` whose last micro-batch is about to run its backward
-        total, # Items of the window in this process, that micro-batch's included
-        opt, # The Learner's optimizer
-        device, # Where the process's tensors live
-    ):
-        "Close `window` on its total over the processes, and rescale the gradient it holds so far where it is held"
-        if self.world_size > 1: total = self.sum(total, device)
-        factor = window.close(total, self.world_size)
-        if factor != 1 and window.held: self.rescale(opt, factor)
-
-    def zero_grad(self, learn, # The `Learner`
-                 ):
-        "Drop the window's gradient: fastai's `zero_grad` (the model's, with no optimizer yet), then what is held"
-        if learn.opt is not None: learn.opt.zero_grad()
-        else: learn.model.zero_grad(set_to_none=True)
-        self.discard()
-
-    def discard(self):
-        "Let go of a window's gradient held outside the parameters' `.grad` (FSDP's, once per window): it is dropped"
-        if not self.per_window: return
-        for p in _fsdp_params(self.sharded):
+    def zero_grad(self, learn):
+        "Drop the window's gradient: fastai's `zero_grad` (the model's, with no optimizer yet), and FSDP's held one"
+        (learn.opt if learn.opt is not None else learn.model).zero_grad()   # (a module's: to None)
+        for p in _fsdp_params(self.sharded) if self.per_window else []:
             if private(p, 'unsharded_accumulated_grad') is not None: p.unsharded_accumulated_grad = None
             if hasattr(p, '_unsharded_param'): p._unsharded_param.grad = None
-
-    def sum(self, value, # A number this process holds (a count)
-            device, # Where the process's tensors live
-            out_of_memory:bool=False, # With `manual`: this process ran out of memory in the window
-           ):
-        "The sum of `value` over the processes; with `manual`, each also says if it ran out of memory (one all-reduce)"
+    def sum(self, value, device, out_of_memory:bool=False):
+        "A count summed over the processes; with `manual`, each also says if it ran `out_of_memory` (one all-reduce)"
         if not self.manual: return all_reduce_sums([value], device)[0]
         total,failed = all_reduce_sums([value, float(out_of_memory)], device)
         if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
         return total
-
     def out_of_memory(self):
         "This process ran out of memory: say so at the all-reduce the others are at (the window's next sum)"
         if self.manual: self.sum(0., next(self.model.parameters()).device, out_of_memory=True)
-
-    def average(self, opt, # The Learner's optimizer, whose parameters' gradients to average
-                device, # Where the process's tensors live
-               ):
-        "With `manual`, at the step: agree that no process ran out of memory in the window, then average the gradients"
+    def average(self, opt, device):
+        "With `manual`, at the step: agree that no process ran out of memory, then average the gradients of `opt`"
         if not (self.manual and self.world_size > 1): return
         self.sum(0., device)   # raises `OutOfMemoryElsewhere` if another process ran out
         all_reduce_gradients([p for p,*_ in opt.all_params(with_grad=True)], self.world_size)
@@ -231,34 +160,26 @@ class WindowSync:
 # %% ../nbs/21_distributed.ipynb #1310407b
 def _cpu_broadcast(t, rank):
     "Broadcast the list `t` from process `rank` in a CPU tensor (gloo)"
-    t = torch.tensor(t, dtype=torch.long)
-    torch.distributed.broadcast(t, rank)
+    torch.distributed.broadcast(t := torch.tensor(t, dtype=torch.long), rank)
     return t.tolist()
 
-def fix_distributed_dl_broadcast(dls, # The Learner's `DataLoaders`, once fastai's `DistributedTrainer` has wrapped them
-                                ):
-    "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for these loaders, so that gloo works"
+def fix_distributed_dl_broadcast(dls):
+    "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for the loaders `DistributedTrainer` wrapped"
     if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
     for dl in dls.loaders:
         if type(dl).__name__ == 'DistributedDL' and private(dl, '_broadcast'): dl._broadcast = _cpu_broadcast
 
 # %% ../nbs/21_distributed.ipynb #62a01879
-_STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai: its training loop steps '
-                  'after every batch, and never asks Accelerate whether to. Accumulate with fastaccum instead: drop '
-                  'gradient_accumulation_steps and set the samples per step with GradientAccumulation(accum_bs=...).')
-_PLUGIN_IGNORED = ("distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner's model: on the CPU Accelerate "
-                   'ignores it and trains under DDP, and on a GPU it needs the optimizer prepared with the model, '
-                   'which fastai makes before distrib_ctx wraps the model. Train sharded with `with '
-                   'learn.sharded_ctx(): ...` (fastaccum.sharded) instead of distrib_ctx.')
+_STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai, whose loop steps after every '
+                  'batch: drop it, and set the samples per step with GradientAccumulation(accum_bs=...).')
+_PLUGIN_IGNORED = ("distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner's model (Accelerate needs the "
+                   'optimizer prepared with it, which fastai makes first): train with `with learn.sharded_ctx(): ...`.')
 
-def check_distrib_ctx(learn, # The `Learner` about to train
-                     ):
-    "Warn about the settings `distrib_ctx` gave Accelerate that do nothing with fastai, naming the way that works"
+def check_distrib_ctx(learn):
+    "Warn about the settings `distrib_ctx` gave `learn`'s Accelerator that do nothing with fastai, naming what works"
     trainer = next((cb for cb in learn.cbs if type(cb).__name__ == 'DistributedTrainer'), None)
-    accelerator = getattr(trainer, 'accelerator', None)
-    if accelerator is None: return
-    n = accelerator.gradient_accumulation_steps
-    if n != 1: warnings.warn(_STEPS_IGNORED.format(n=n))
+    if (accelerator := getattr(trainer, 'accelerator', None)) is None: return
+    if (n := accelerator.gradient_accumulation_steps) != 1: warnings.warn(_STEPS_IGNORED.format(n=n))
     plugin = getattr(getattr(accelerator, 'state', None), 'fsdp_plugin', None) is not None
     if (plugin or os.environ.get('ACCELERATE_USE_FSDP', '').lower() == 'true') and not is_fsdp(learn.model):
         warnings.warn(_PLUGIN_IGNORED)

@@ -6,7 +6,9 @@ Docs: https://fastaccum.github.io/fastaccum/internals/showdoc.html.md"""
 
 # %% ../nbs/internals/showdoc.ipynb #00fdcf2c
 from __future__ import annotations
-import inspect, types, typing
+import inspect, textwrap, types
+from inspect import Parameter
+from typing import ForwardRef, Union, get_args, get_origin
 from unittest.mock import patch
 import fastcore.docments
 from fastcore.docments import docments
@@ -18,72 +20,51 @@ __all__ = ['ParamTableRenderer']
 # %% ../nbs/internals/showdoc.ipynb #03f07cae
 def _type_name(anno)->str:
     "How an annotation reads in a signature: `int|None`, `Callable`, `str`"
-    if anno is inspect.Parameter.empty or anno is None: return ''
+    if anno is Parameter.empty or anno is None: return ''
     if anno is type(None): return 'None'
-    if isinstance(anno, typing.ForwardRef): anno = anno.__forward_arg__   # a NamedTuple's field under `annotations`
+    if isinstance(anno, ForwardRef): anno = anno.__forward_arg__   # a NamedTuple's field under `annotations`
     if isinstance(anno, str): return anno.replace(' | ', '|')
-    if typing.get_origin(anno) in (typing.Union, types.UnionType):
-        return '|'.join(map(_type_name, typing.get_args(anno)))
-    if isinstance(anno, type) and not typing.get_args(anno): return anno.__name__
+    if get_origin(anno) in (Union, types.UnionType): return '|'.join(map(_type_name, get_args(anno)))
+    if isinstance(anno, type) and not get_args(anno): return anno.__name__
     return inspect.formatannotation(anno).replace('typing.', '').replace('collections.abc.', '')
 
-def _cell(text)->str: return str(text).replace('|', '\\|').replace('\n', ' ')
+def _default(v, quote:str='')->str:
+    "How a default reads ('' for none): a function or class by its name (its repr holds an address, new every run)"
+    if v is Parameter.empty: return ''
+    return quote + (v.__qualname__ if inspect.isroutine(v) or inspect.isclass(v) else repr(v)) + quote
 
-def _default(v)->str:
-    "How a default reads: a function or class by its name (its repr holds an address, new every run), else its repr"
-    return v.__qualname__ if inspect.isroutine(v) or inspect.isclass(v) else repr(v)
-
-def _class_fields(cls)->dict:
-    "A class with no `__init__` of its own (a NamedTuple, a plain class): its signature, each field's comment beside it"
-    # docments reads the object's `__init__` (`*args, **kwargs`) unless the class is a dataclass; the class body holds
-    # a NamedTuple's fields as it holds a dataclass's, so it is read as one (a plain class: no parameters)
-    with patch.object(fastcore.docments, 'is_dataclass', lambda o: o is cls):
-        return docments(cls, full=True, eval_str=True)
+def _row(*cells)->str: return '| ' + ' | '.join(str(c).replace('|', '\\|').replace('\n', ' ') for c in cells) + ' |'
 
 class ParamTableRenderer(BasicMarkdownRenderer):
     "`show_doc`'s markdown: the signature (`class` for a class), the docstring, and a table of the parameters"
     def _params(self):
-        sym = self.sym
-        own_init = not (inspect.isclass(sym) and sym.__init__ is object.__init__)
-        params = docments(sym, full=True, eval_str=True) if own_init else _class_fields(sym)
+        # a class without an `__init__` of its own is read as a dataclass: its body's fields, not `*args, **kwargs`
+        cls = self.sym if inspect.isclass(self.sym) and self.sym.__init__ is object.__init__ else None
+        real = fastcore.docments.is_dataclass
+        with patch.object(fastcore.docments, 'is_dataclass', lambda o: o is cls or real(o)):
+            params = docments(self.sym, full=True, eval_str=True)
         returns = params.pop('return', None)
         return {k:v for k,v in params.items() if k not in ('self', 'cls')},returns
 
     def _signature(self, params)->str:
-        args = []
-        for name,p in params.items():
-            star = {inspect.Parameter.VAR_POSITIONAL: '*', inspect.Parameter.VAR_KEYWORD: '**'}.get(p['kind'], '')
-            typ = _type_name(p['anno'])
-            arg = star + name + (f':{typ}' if typ else '')
-            if p['default'] is not inspect.Parameter.empty: arg += f'={_default(p["default"])}'
-            args.append(arg)
+        star = {Parameter.VAR_POSITIONAL: '*', Parameter.VAR_KEYWORD: '**'}
+        args = [star.get(p['kind'], '') + n + (f':{t}' if (t := _type_name(p['anno'])) else '')
+                + (f'={d}' if (d := _default(p['default'])) else '') for n,p in params.items()]
         head = f"{'class' if inspect.isclass(self.sym) else 'def'} {self.nm.split('.')[-1]}("
-        lines,line = [],head
-        for i,arg in enumerate(args):   # wrap at about 100 characters, aligned after the parenthesis
-            piece = arg + (', ' if i < len(args)-1 else '')
-            if len(line) + len(piece) > 100 and line.strip() != head.strip():
-                lines.append(line.rstrip()); line = ' '*len(head)
-            line += piece
-        return '\n'.join(lines + [line + ')'])
+        return '\n'.join(textwrap.wrap(', '.join(a.replace(' ', '\0') for a in args) + ')', 99, initial_indent=head,
+            subsequent_indent=' '*len(head), break_long_words=False, break_on_hyphens=False)).replace('\0', ' ')
 
-    def _table(self, params, returns)->str:
-        rows = ['| | **Type** | **Default** | **Details** |', '|---|---|---|---|']
-        for name,p in params.items():
-            default = '' if p['default'] is inspect.Parameter.empty else f'`{_default(p["default"])}`'
-            rows.append(f"| **{name}** | {_cell(_type_name(p['anno']))} | {_cell(default)} "
-                        f"| {_cell(p['docment'] or '')} |")
-        if returns and (returns['anno'] is not inspect.Parameter.empty or returns['docment']):
-            rows.append(f"| **Returns** | {_cell(_type_name(returns['anno']))} | | {_cell(returns['docment'] or '')} |")
+    def _table(self, params, ret)->str:
+        def row(n, p): return _row(f'**{n}**', _type_name(p['anno']), _default(p['default'], '`'), p['docment'] or '')
+        rows = ['| | **Type** | **Default** | **Details** |', '|---|---|---|---|'] + [row(*o) for o in params.items()]
+        if ret and (ret['anno'] is not Parameter.empty or ret['docment']): rows.append(row('Returns', ret))
         return '\n'.join(rows)
 
     def _repr_markdown_(self):
-        nbdevs = super()._repr_markdown_()   # nbdev's: a rule, the source link and the heading, then the signature
+        nbdevs = super()._repr_markdown_()   # nbdev's: a rule, the source link (`#LNone` where none), the heading...
         heading = f"{'#'*self.title_level} {self.nm}\n\n"
-        # (nbdev finds no line for some classes)
-        head = nbdevs[:nbdevs.index(heading)+len(heading)].replace('#LNone', '')
+        md = nbdevs[:nbdevs.index(heading)+len(heading)].replace('#LNone', '')
         params,returns = self._params()
-        md = head + f'```python\n{self._signature(params)}\n```\n\n'
-        if self.docs: md += f'*{self.docs.strip()}*\n\n'
-        if params or (returns and returns['anno'] is not inspect.Parameter.empty):
-            md += self._table(params, returns) + '\n'
+        md += f'```python\n{self._signature(params)}\n```\n\n' + (f'*{self.docs.strip()}*\n\n' if self.docs else '')
+        if params or (returns and returns['anno'] is not Parameter.empty): md += self._table(params, returns) + '\n'
         return md

@@ -8,67 +8,48 @@ Docs: https://fastaccum.github.io/fastaccum/internals/testing.html.md"""
 from __future__ import annotations
 from copy import deepcopy
 from functools import partial
-import torch
+import torch, torch.nn.functional as F
 from torch import nn
-import torch.nn.functional as F
-from fastcore.basics import store_attr
-from fastai.data.load import DataLoader
-from fastai.data.core import DataLoaders
+from fastai.data.core import DataLoader, DataLoaders
 from fastai.learner import Learner
 from fastai.optimizer import SGD
 from fastai.callback.core import Callback
-from fastcore.test import test_close, test_eq
+from fastcore.test import test_close
 
 # %% auto #0
 __all__ = ['synth_data', 'tiny_mlp', 'reference_windows', 'reference_fit_windows', 'reference_fit', 'test_close_each', 'rel_diff',
            'synth_learner', 'StepLog']
 
 # %% ../nbs/internals/testing.ipynb #405b2fd9
-def synth_data(n:int=100, # Samples
-               n_in:int=5, # Input features
-               n_out:int=3, # Classes
-               seed:int=0, # Seed of the generator
-              ):
-    "Inputs `x` (float32) and class labels `y` for a small classification problem"
+def synth_data(n:int=100, n_in:int=5, n_out:int=3, seed:int=0):
+    "`n` samples: inputs `x` of `n_in` float32 features and labels `y` of `n_out` classes, drawn from the `seed`"
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, n_in, generator=g)
-    y = (x @ torch.randn(n_in, n_out, generator=g)).argmax(1)
-    return x, y
+    return x, (x @ torch.randn(n_in, n_out, generator=g)).argmax(1)
 
 # %% ../nbs/internals/testing.ipynb #80dc1615
-def tiny_mlp(n_in:int=5, # Input features
-             n_out:int=3, # Outputs
-             hidden:int=8, # Hidden units
-             seed:int=1, # Seed of the initialisation
-            )->nn.Module:
-    "A two-layer MLP with neither dropout nor BatchNorm"
+def tiny_mlp(n_in:int=5, n_out:int=3, hidden:int=8, seed:int=1)->nn.Module:
+    "A two-layer MLP (`n_in` -> `hidden` -> `n_out`, initialised from the `seed`) with neither dropout nor BatchNorm"
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_out))
 
 # %% ../nbs/internals/testing.ipynb #97c05f24
-def reference_windows(
-    n:int, # Samples in the epoch
-    bs:int, # Micro-batch size (the last micro-batch holds the rest)
+def reference_windows(n:int, bs:int,
     accum_bs, # Samples per optimizer step, or `accum_bs(i)`: the target of a window starting at micro-batch `i`
     drop_last:bool=False, # Drop the epoch's last, partial window
 )->list:
-    "`(start, end)` sample ranges of the windows of one unshuffled epoch"
+    "`(start, end)` sample ranges of the windows of one unshuffled epoch of `n` samples, in micro-batches of `bs`"
     target = accum_bs if callable(accum_bs) else (lambda i: accum_bs)
     windows,start,goal = [],0,target(0)
-    for i,end in enumerate(min(b+bs, n) for b in range(0, n, bs)):
-        if end - start >= goal:
-            windows.append((start, end))
-            start,goal = end,target(i+1)
-    if start < n and not drop_last: windows.append((start, n))
-    return windows
+    for i,end in enumerate(min(b+bs, n) for b in range(0, n, bs)):   # (the last micro-batch holds the rest)
+        if end - start >= goal: windows,start,goal = windows + [(start, end)],end,target(i+1)
+    return windows + ([(start, n)] if start < n and not drop_last else [])
 
 # %% ../nbs/internals/testing.ipynb #c2d2bf8f
 def reference_fit_windows(
-    model:nn.Module, # Trained in place
-    x:torch.Tensor, y:torch.Tensor, # All training samples
+    model:nn.Module, x:torch.Tensor, y:torch.Tensor, # Trained in place; all training samples
     windows:list, # One list of sample indices per optimizer step, in order
-    lr:float, # Learning rate of SGD
-    mom:float=0.9, # Momentum of SGD
+    lr:float, mom:float=0.9, # SGD's learning rate and momentum
     loss_func=F.cross_entropy, # Mean loss over a batch
     mis_weight:bool=False, # Weigh the first window as if it held one sample more (to show tests can see it)
 )->nn.Module:
@@ -79,58 +60,40 @@ def reference_fit_windows(
         idx = torch.as_tensor(idx, dtype=torch.long, device=device)
         opt.zero_grad()
         loss = loss_func(model(x[idx]), y[idx])
-        if mis_weight and k == 0: loss = loss*len(idx)/(len(idx)+1)
-        loss.backward()
+        (loss*len(idx)/(len(idx)+1) if mis_weight and k == 0 else loss).backward()
         opt.step()
     return model
 
 # %% ../nbs/internals/testing.ipynb #c3bfaba0
 def reference_fit(
-    model:nn.Module, # Trained in place
-    x:torch.Tensor, y:torch.Tensor, # All training samples, in loader order
+    model:nn.Module, x:torch.Tensor, y:torch.Tensor, # Trained in place; all training samples, in loader order
     bs:int, # Micro-batch size (sets where windows end)
     accum_bs, # Samples per optimizer step, or `accum_bs(epoch, i)`: the target of a window starting at micro-batch `i`
-    epochs:int, # Epochs
-    lr:float, # Learning rate of SGD
-    mom:float=0.9, # Momentum of SGD
+    epochs:int, lr:float, mom:float=0.9, # Epochs; SGD's learning rate and momentum
     drop_last:bool=False, # Drop each epoch's last, partial window
-    loss_func=F.cross_entropy, # Mean loss over a batch
-    mis_weight:bool=False, # Weigh the first window as if it held one sample more (to show tests can see it)
+    loss_func=F.cross_entropy, mis_weight:bool=False, # As `reference_fit_windows`
 )->nn.Module:
     "Train `model` with one large batch per window and `torch.optim.SGD`: the result accumulation must equal"
-    def target(epoch): return partial(accum_bs, epoch) if callable(accum_bs) else accum_bs
-    windows = [list(range(start, end)) for epoch in range(epochs)
-               for start,end in reference_windows(len(x), bs, target(epoch), drop_last)]
+    windows = [list(range(start, end)) for epoch in range(epochs) for start,end in
+               reference_windows(len(x), bs, partial(accum_bs, epoch) if callable(accum_bs) else accum_bs, drop_last)]
     return reference_fit_windows(model, x, y, windows, lr, mom, loss_func, mis_weight)
 
 # %% ../nbs/internals/testing.ipynb #387f7133
-def test_close_each(a, # A sequence of numbers
-                    b, # The sequence it should be close to
-                    eps:float=1e-5, # Tolerance for each pair
-                   ):
-    "`test_close` for sequences that also fails when their lengths differ (`test_close` zips, so it would not)"
-    a,b = list(a),list(b)
-    assert len(a) == len(b), f'lengths differ: {len(a)} != {len(b)}'
+def test_close_each(a, b, eps:float=1e-5):
+    "`test_close` for sequences, that also fails when their lengths differ (`test_close` zips, so it would not)"
+    assert len(a := list(a)) == len(b := list(b)), f'lengths differ: {len(a)} != {len(b)}'
     test_close(a, b, eps=eps)
 
 # %% ../nbs/internals/testing.ipynb #a6e072ba
-def rel_diff(a:nn.Module, # A model
-             b:nn.Module, # A model of the same shape, the reference
-            )->float:
-    "Relative distance between the weights of two models of the same shape, `|a-b|/|b|` (on `a`'s device)"
+def rel_diff(a:nn.Module, b:nn.Module)->float:
+    "Relative distance `|a-b|/|b|` between the weights of a model `a` and a reference `b` of its shape, on `a`'s device"
     va,vb = [torch.cat([p.detach().flatten().double() for p in m.parameters()]) for m in (a,b)]
-    vb = vb.to(va.device)   # a reference may have trained on another device than the Learner's model
-    return ((va-vb).norm()/vb.norm()).item()
+    return ((va-vb.to(va.device)).norm()/vb.norm()).item()   # (a reference may have trained on another device)
 
 # %% ../nbs/internals/testing.ipynb #2b9ec39e
 def synth_learner(x:torch.Tensor, y:torch.Tensor, # Training (and validation) samples
-                  bs:int, # Micro-batch size
-                  model:nn.Module, # A copy is trained
-                  cbs=None, # Callbacks
-                  lr:float=0.1, # Learning rate
-                  mom:float=0.9, # SGD momentum
-                  loss_func=F.cross_entropy, # The loss
-                  **kwargs, # Passed to `Learner`
+                  bs:int, model:nn.Module, cbs=None, # Micro-batch size; a model, of which a copy is trained; callbacks
+                  lr:float=0.1, mom:float=0.9, loss_func=F.cross_entropy, **kwargs, # As `reference_fit`; `Learner`'s
                  )->Learner:
     "A `Learner` over unshuffled `DataLoader`s of `(x, y)` with fastai's `SGD`, as `reference_fit` trains"
     ds = list(zip(x, y))
