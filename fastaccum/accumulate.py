@@ -265,7 +265,6 @@ class GradientAccumulation(BatchCallback):
         new = object.__new__(type(self))
         new.__dict__.update(vars(self), settings=copy(self.settings), fixed=copy(self.fixed), learn=None, **_no_fit())
         return new
-
     def __getstate__(self)->dict:
         "Pickled (`learn.export()` in a fit) as after its fit: its settings and steps, none of the fit's parts or scope"
         state = dict(vars(self), **_no_fit())
@@ -280,7 +279,6 @@ class GradientAccumulation(BatchCallback):
     def n_steps(self, value:int):
         if self.plan is None: self._n_steps = value
         else: self.scope.n_steps = value   # (a fit continued from a state: its steps go on from there)
-
     @property
     def will_step(self)->bool:
         "Whether the current micro-batch ends its window with a step (from `before_batch` through `after_batch`)"
@@ -293,7 +291,6 @@ class GradientAccumulation(BatchCallback):
     def micro_bs(self)->int|None:
         "The samples the model runs at once: the split or GradCache size, else a loader batch; after a fit, that found"
         return self.found_bs if self.plan is None else getattr(self.runner, 'size', None) or self.plan.loader_bs
-
     def step_position(self)->float:
         "The place in training of the current window's step (or the last one's): the large batch's `pct_train` there"
         places = self.places
@@ -306,22 +303,18 @@ class GradientAccumulation(BatchCallback):
         yb = self.learn.yb
         return yb[0].shape[0] if yb and isinstance(yb[0], torch.Tensor) else find_bs(yb)
 
-    # -- a fit: fastai's validation context (`validate`, `get_preds`, `predict`) fires `before_fit` and `after_fit` too
     def before_fit(self):
         "Release what an interrupted fit left; check the Learner, and prepare its callbacks for a fit in windows"
         learn = self.learn
-        # a validation, `summary` or `tta` inside the fit: its parts stay (after a fit an exception ended, released)
-        if self.plan is not None and inside_fit(learn): return
+        if self.plan is not None and inside_fit(learn): return   # (a validation, `summary`, `tta` inside the fit)
         self._release()
         self._join_scope()   # (the fit's; outside a fit, the context's)
-        # validation, `get_preds`, `summary`, `tta`: in pieces, with `micro_batch_size`
         self.settings.install_inference(learn, self.found_bs, self.releases, self.count_samples)
         if not learn.lock.locked(): self.settings.prepare(learn, self.fixed, self.found_bs)   # (not a validation)
 
     def _join_scope(self):
         self.scope = FitScope.find(self.learn)
         self.releases = self.scope.releases.part(self)
-
     def before_train(self):
         "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
         if self.plan is None: self._start_fit()
@@ -348,7 +341,6 @@ class GradientAccumulation(BatchCallback):
         if not (self.plan is not None and inside_fit(self.learn)): self._release()
         if scope is not None and not scope.fit: scope.close()
 
-    # -- each micro-batch
     def before_batch(self):
         "Plan the micro-batch: accumulate it, step after it, or skip it unrun"
         if self.plan is None: self._start_fit()   # added in the middle of an epoch
@@ -375,33 +367,17 @@ class GradientAccumulation(BatchCallback):
         for handler in self.listeners.window_started: handler(size)
 
     def before_backward(self):
-        "Weigh the loss as it goes into the backward (where it is final); at a window's last micro-batch rescale first"
-        mb,window,learn = self.mb,self.window,self.learn
+        "Weigh the loss as it goes into the backward (`MicroBatch.weigh_loss`); the listeners that want it are told"
+        mb,window = self.mb,self.window
         if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
-        if mb.plan == STEP and not window.held and self.plan.world_size == 1 and self.counter is None:
-            window.close(mb.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
-            weight = 1.
-        else:
-            if mb.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
-                total = window.items + mb.items
-                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
-                self.sync.close(window, total, learn.opt, learn.loss_grad.device)
-            weight = window.weight(mb.items)
-            if self.counter is not None and window.reduction == 'mean': self.counter.guard(learn, mb.items)
-        # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
-        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left)
-        mb.weight,mb.phase = weight,WEIGHED
-        mb.hooked = isinstance(weight, torch.Tensor) or weight != 1 or bool(window.held)
-        # (`grad_fn` read only when needed: each read makes a Python object)
-        if mb.hooked and (grad_fn := learn.loss_grad.grad_fn) is not None: grad_fn.register_prehook(mb.weigh)
+        mb.weigh_loss(self.learn, window, self.sync, self.counter, self.plan.world_size)
         if self.listeners.micro_batch_weighed:
-            weighed = Weighed(mb.items, weight, bool(window.held), window.total if mb.plan == STEP else None,
+            weighed = Weighed(mb.items, mb.weight, bool(window.held), window.total if mb.plan == STEP else None,
                               window.reduction, self.plan.world_size, self.in_use)
             for handler in self.listeners.micro_batch_weighed: handler(weighed)
 
     def after_cancel_backward(self):
         if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = BACKWARD_CANCELLED
-
     def before_step(self):
         "Skip the step (and `zero_grad`) inside a window; the last micro-batch steps with the large batch's hypers"
         mb = self.mb
@@ -418,7 +394,6 @@ class GradientAccumulation(BatchCallback):
         if mb is not None and mb.phase == STEPPING and self.scope.n_steps != mb.steps: mb.phase = STEPPED
         return mb
     def after_step(self): self._stepped()
-
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (an fp16 overflow, a guard): the window ends with it"
         mb = self.mb   # (its backward ran: a step skipped; else a guard cancelled it before this callback saw it)
@@ -441,7 +416,6 @@ class GradientAccumulation(BatchCallback):
             return loggers.after_micro_batch(self._share())
         if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP:   # (fastai zeroed its gradient)
             return self._drop_window()
-        # a window's last micro-batch whose step was skipped (an fp16 overflow) is logged, as fastai logs a skipped step
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
         alone = stepped and not window.held   # (the window's only micro-batch: its loss is the window's, as logged)
@@ -476,7 +450,6 @@ class GradientAccumulation(BatchCallback):
         self.mb = None
         if quiet: self.loggers.after_micro_batch(self._share())
         else: self.loggers.show()
-
     def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
 
 # %% ../nbs/10_accumulate.ipynb #da42d67a
@@ -565,8 +538,7 @@ def state_dict(self:GradientAccumulation)->dict:
     "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
     plan = self.plan
     if plan is None and self._pending is not None: return dict(self._pending)
-    parts = _NO_PARTS if plan is None else self.parts
-    return dict(parts.state(plan is not None and self.learn.training), setting=self.fixed.setting,
+    return dict((self.parts or _NO_PARTS).state(plan is not None and self.learn.training), setting=self.fixed.setting,
                 n_steps=self.n_steps, in_use=self.in_use, found_bs=self.micro_bs,
                 split=None if plan is None else plan.split,   # (the split this fit's plan was read with)
                 in_fit=plan is not None)   # (taken inside a fit, to continue it; else the state after a fit)
@@ -605,6 +577,25 @@ class MicroBatch:
     def ran(self)->bool:
         "Whether its backward ran: its gradient is in the parameters' `.grad`"
         return self.phase in _RAN
+
+    def weigh_loss(self, learn, window:AccumWindow, sync:WindowSync, counter:ItemCounter|None, world_size:int):
+        "Weigh the loss where it is final (a hook on its node); at the window's last micro-batch, rescale it first"
+        if self.plan == STEP and not window.held and world_size == 1 and counter is None:
+            window.close(self.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
+            weight = 1.
+        else:
+            if self.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
+                total = window.items + self.items
+                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
+                sync.close(window, total, learn.opt, learn.loss_grad.device)
+            weight = window.weight(self.items)
+            if counter is not None and window.reduction == 'mean': counter.guard(learn, self.items)
+        # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
+        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left)
+        self.weight,self.phase = weight,WEIGHED
+        self.hooked = isinstance(weight, torch.Tensor) or weight != 1 or bool(window.held)
+        # (`grad_fn` read only when needed: each read makes a Python object)
+        if self.hooked and (grad_fn := learn.loss_grad.grad_fn) is not None: grad_fn.register_prehook(self.weigh)
 
     def weigh(self, grads):
         "The hook on its loss's node: runs as its backward starts (so it ran), and weighs the gradient"
