@@ -6,29 +6,25 @@ Docs: https://fastaccum.github.io/fastaccum/accumulate.html.md"""
 
 # %% ../nbs/10_accumulate.ipynb #369eada5
 from __future__ import annotations
-import warnings
+import inspect, warnings
+from copy import copy
 from functools import partial
-from typing import Callable
+from typing import Callable, NamedTuple
 import torch
-from torch import nn
 from fastcore.basics import store_attr, patch
 from fastcore.meta import delegates
-from typing import NamedTuple
-import inspect
-from copy import copy
 from fastai.callback.core import *
 from fastai.callback.fp16 import MixedPrecision
 from fastai.callback.schedule import ParamScheduler
-from fastai.callback.training import bn_types
 from fastai.torch_core import find_bs, find_device
 from .window import *
-from .plan import FitPlan, FixedBatchSize, AdaptiveBatchSize, loss_reduction, read_plan, split_size
-from .parts import Releases, WindowListener, Listeners, Attached, FitScope, Weighed, SizeAdvisor, find_cb, fit_running
-from .parts import inside_fit
-from .loaders import epoch_sizes, loader_bs
-from .checks import check_positive_int, check_bool, check_count
+from .plan import FitPlan, FixedBatchSize, AdaptiveBatchSize, read_plan, split_size
+from .parts import Releases, WindowListener, Listeners, Attached, FitScope, Weighed, SizeAdvisor, find_cb
+from .parts import fit_running, inside_fit
+from .loaders import loader_bs
+from .checks import check_positive_int, check_optional_int, check_bool, check_count
 from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder
-from .distributed import ddp_world_size, WindowSync, fix_distributed_dl_broadcast, check_distrib_ctx
+from .distributed import WindowSync, fix_distributed_dl_broadcast, check_distrib_ctx
 from .runner import BatchRunner, fit_runner, _tensors
 from .batchnorm import fit_batchnorm, WindowBatchNorm
 
@@ -37,6 +33,13 @@ __all__ = ['LR_SCALES', 'AccumSettings', 'FitParts', 'SizeSetting', 'GradientAcc
            'StepHypers', 'ItemCounter', 'StepPlaces']
 
 # %% ../nbs/10_accumulate.ipynb #36d6c660
+_COUNTER = 'count_items=lambda learn: (learn.yb[0] != -100).sum()'   # (an example for the messages)
+_OPTIONAL_INTS = dict(accum_bs='Pass the samples per step, e.g. accum_bs=64.',
+                      max_micro_batch_size="Pass the size micro_batch_size='auto' starts from.",
+                      accum_items='Pass the items (tokens) per step, or None to count samples.')
+_FLAGS = ('log_accum_batch', 'drop_last', 'warn_batchnorm', 'tune', 'whole_batch_loss')
+def _schedulers(learn): return [cb for cb in learn.cbs if isinstance(cb, ParamScheduler)]   # (`LRFinder` too)
+
 class AccumSettings:
     "`GradientAccumulation`'s arguments, checked as they are given; a fit reads its plan and builds its parts from them"
     def __init__(self,
@@ -58,11 +61,8 @@ class AccumSettings:
         self._check()
 
     @classmethod
-    def given(cls,
-        owner:type, # The callback they are given to (named when an argument is unknown)
-        *args, **kwargs, # Its arguments
-    )->AccumSettings:
-        "The settings of a callback made with `args` and `kwargs`: an argument it does not take is refused, naming it"
+    def given(cls, owner:type, *args, **kwargs)->AccumSettings:
+        "The settings of a callback `owner` made with `args` and `kwargs`: an argument it does not take is refused"
         names = list(inspect.signature(cls).parameters)
         unknown = [k for k in kwargs if k not in names]
         if unknown: raise TypeError(f'{owner.__name__} got an unexpected keyword argument {unknown[0]!r}. '
@@ -71,37 +71,25 @@ class AccumSettings:
 
     def _check(self):
         "Each argument checked where it is given, with a message that names it and the fix"
-        if self.accum_bs is not None:
-            check_positive_int('accum_bs', self.accum_bs, 'Pass the samples per step, e.g. accum_bs=64.')
         check_positive_int('n_acc', self.n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
-        mbs,top = self.micro_batch_size,self.max_micro_batch_size
-        if mbs is not None and mbs != 'auto':
-            check_positive_int('micro_batch_size', mbs, "Pass the largest micro-batch in samples, 'auto', or None.")
-        if top is not None:
-            check_positive_int('max_micro_batch_size', top, "Pass the size micro_batch_size='auto' starts from.")
-            if mbs != 'auto': raise ValueError("`max_micro_batch_size` is where micro_batch_size='auto' starts: pass "
-                                               "micro_batch_size='auto' with it.")
-        for name in ('log_accum_batch', 'drop_last', 'warn_batchnorm', 'tune', 'whole_batch_loss'):
-            check_bool(name, getattr(self, name))
-        if self.whole_batch_loss and mbs is None:
-            raise ValueError("whole_batch_loss=True runs the model in micro-batches of `micro_batch_size`: pass "
-                             "micro_batch_size=..., e.g. 32, or 'auto'.")
-        if not (self.lr_scale is None or isinstance(self.lr_scale, str)) or self.lr_scale not in LR_SCALES:
+        for name,fix in _OPTIONAL_INTS.items(): check_optional_int(name, getattr(self, name), fix)
+        for name in _FLAGS: check_bool(name, getattr(self, name))
+        mbs,count,items = self.micro_batch_size,self.count_items,self.accum_items
+        if mbs != 'auto':
+            check_optional_int('micro_batch_size', mbs, "Pass the largest micro-batch in samples, 'auto', or None.")
+            if self.max_micro_batch_size is not None: raise ValueError(
+                "`max_micro_batch_size` is where micro_batch_size='auto' starts: pass micro_batch_size='auto' with it.")
+        if self.whole_batch_loss and mbs is None: raise ValueError("whole_batch_loss=True runs the model in "
+            "micro-batches of `micro_batch_size`: pass micro_batch_size=..., e.g. 32, or 'auto'.")
+        if not isinstance(self.lr_scale, (str, type(None))) or self.lr_scale not in LR_SCALES:
             raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {self.lr_scale!r}. Pass e.g. 'sqrt'.")
         if self.batchnorm not in ('window', 'micro'): raise ValueError(
             f"`batchnorm` must be 'window' or 'micro', got {self.batchnorm!r}. Pass 'window' (the default).")
-        self._check_items()
-
-    def _check_items(self):
-        count,items = self.count_items,self.accum_items
-        if count is not None and not callable(count):
-            raise ValueError(f'`count_items` must be a callable count_items(learn) -> number, got {count!r}. Pass '
-                             'e.g. count_items=lambda learn: (learn.yb[0] != -100).sum(), or None to weigh samples.')
-        if items is None: return
-        check_positive_int('accum_items', items, 'Pass the items (tokens) per step, or None to count samples.')
-        if count is None: raise ValueError('`accum_items` counts items, so it needs `count_items`. '
-                                           'Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
-        if self.accum_bs is not None:
+        if count is not None and not callable(count): raise ValueError('`count_items` must be a callable '
+            f'count_items(learn) -> number, got {count!r}. Pass e.g. {_COUNTER}, or None to weigh samples.')
+        if items is not None and count is None:
+            raise ValueError(f'`accum_items` counts items, so it needs `count_items`. Pass e.g. {_COUNTER}.')
+        if items is not None and self.accum_bs is not None:
             raise ValueError('Pass either `accum_bs` (samples per step) or `accum_items` (items per step), not both.')
 
     def fixed_size(self)->SizeSetting:
@@ -109,12 +97,8 @@ class AccumSettings:
         if self.accum_items is not None: return SizeSetting(self.accum_items, items=True)
         return SizeSetting(self.n_acc if self.accum_bs is None and self.micro_batch_size is None else self.accum_bs)
 
-    def read_plan(self,
-        learn, # The `Learner` about to train
-        found_bs:int|None, # The split size an earlier fit (or `micro_batch_size`) found
-        pending:dict|None=None, # The state of a fit to continue (`load_state_dict`'s): it splits as that fit did
-    )->FitPlan:
-        "The fit's plan, as the Learner is now, with these settings' split of its loader batches (`split_size`)"
+    def read_plan(self, learn, found_bs:int|None, pending:dict|None=None)->FitPlan:
+        "The fit's plan with these settings' split (`split_size`), or the split of the fit a `pending` state continues"
         if self.micro_batch_size == 'auto' and loader_bs(learn.dls.train) is None: raise ValueError(
             "micro_batch_size='auto' splits the loader's batches, so the loader must declare its batch size (`bs`).")
         split = partial(split_size, self.micro_batch_size, self.max_micro_batch_size, found_bs, self.tune,
@@ -144,40 +128,29 @@ class AccumSettings:
         sync = WindowSync(learn.model, plan.world_size, manual=self.micro_batch_size == 'auto' and plan.world_size > 1)
         loggers = StepLoggers(learn, self.log_accum_batch or 'lr_finder' in vars(learn))   # (lr_find counts steps)
         releases.callback(loggers.release)
-        hypers = StepHypers(learn, size, self.lr_scale)
-        if not (hypers.schedulers or self.lr_scale): hypers = None
-        counter = ItemCounter(self.count_items, plan, sync, releases) if self.count_items is not None else None
+        hypers = StepHypers(learn, size, self.lr_scale) if self.lr_scale or _schedulers(learn) else None
+        counter = None if self.count_items is None else ItemCounter(self.count_items, plan, sync, releases)
         norms = fit_batchnorm(learn.model, self.batchnorm, self.warn_batchnorm, plan.world_size,
                               self.whole_batch_loss, releases)
         batchnorm = next((p for p in norms if isinstance(p, WindowBatchNorm)), None)
         runner = fit_runner(learn, plan, self.micro_batch_size, found_bs or self.max_micro_batch_size, self.tune,
                             self.whole_batch_loss, batchnorm, sync, redo_window, releases, count)
-        listening = [loggers, *norms] + ([runner] if runner is not None else [])
+        listening = [loggers, *norms, *([] if runner is None else [runner])]
         listening += [cb for cb in learn.cbs if isinstance(cb, WindowListener)]
         return FitParts(window, sync, loggers, hypers, counter, runner, StepPlaces(plan), policy, size, listening)
 
-    def prepare(self,
-        learn, # The `Learner` about to fit
-        setting:SizeSetting, # The batch size set
-        found_bs:int|None, # The split size an earlier fit found
-    ):
+    def prepare(self, learn, setting:SizeSetting, found_bs:int|None):
         "Check the Learner (one accumulation callback, DDP's context); give `lr_find` enough epochs; fix W&B's config"
         check_one_accumulator(learn)
         check_distrib_ctx(learn)
         # fastai's `add_cb` sets a callback on the Learner: read there (`getattr`'s miss goes through the model, slowly)
-        lr_finder = vars(learn).get('lr_finder')
+        lr_finder,wandb = vars(learn).get('lr_finder'),vars(learn).get('wandb')
         if lr_finder is not None:
             plan = self.read_plan(learn, found_bs)
             prepare_lr_finder(learn, lr_finder, plan.windows_per_epoch(setting.lr_find_size(plan)))
-        wandb = vars(learn).get('wandb')
         if wandb is not None: fix_wandb_config(wandb)
 
-    def install_inference(self,
-        learn, # The `Learner`
-        found_bs:int|None, # The split size training found (with 'auto')
-        releases:Releases, # Where the install's undo goes
-        count:Callable|None=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
-    ):
+    def install_inference(self, learn, found_bs:int|None, releases:Releases, count:Callable|None=None):
         "Outside a fit, with `micro_batch_size`: `validate`, `get_preds` and `predict` run the model in pieces too"
         mbs = self.micro_batch_size
         if mbs is None: return
@@ -202,11 +175,10 @@ class FitParts(NamedTuple):
         training:bool, # Taken in training (then the epoch's next step follows the last one's place)
     )->dict:
         "What of the parts a continued fit needs: what the runner told, the items per sample, the lr's reference"
-        runner,counter,hypers = self.runner,self.counter,self.hypers
-        return dict(told=None if runner is None else runner.told,
+        counter,hypers = self.counter,self.hypers
+        return dict(told=getattr(self.runner, 'told', None),
                     items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
-                    lr_reference=None if hypers is None else hypers.reference,
-                    unscaled_lrs=None if hypers is None else hypers.unscaled,
+                    lr_reference=getattr(hypers, 'reference', None), unscaled_lrs=getattr(hypers, 'unscaled', None),
                     last_step=self.places.last if training and self.places is not None else None)
 
     def take_up(self,
@@ -224,6 +196,7 @@ class FitParts(NamedTuple):
 _NO_PARTS = FitParts(*[None]*9, [])   # (outside a fit: a state has no part's share)
 # the callback's fields for a fit's parts, set as training starts (`None` outside a fit, and in a copy)
 _FIT_PARTS = ('plan', 'policy', 'parts', 'window', 'mb', 'runner', 'places', 'sync', 'loggers', 'hypers', 'counter')
+def _no_fit()->dict: return dict(releases=Releases(), listeners=Listeners(), scope=None, **dict.fromkeys(_FIT_PARTS))
 
 # %% ../nbs/10_accumulate.ipynb #fed82581
 class SizeSetting(FixedBatchSize):
@@ -267,99 +240,81 @@ def _zero_loss(pred, loss):
     return sum(t.sum() for t in outputs)*0. if outputs else torch.nan_to_num(loss)*0.
 
 def _stays_on_device(count): return count.device.type != 'cpu'   # a count on the CPU is read at once (free there)
-
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
 # %% ../nbs/10_accumulate.ipynb #d78e7955
 class GradientAccumulation(BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
+    # `learn` is set as the callback joins a Learner and `None` as it leaves (nothing of the fit may stay); others are
+    # set plainly (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
+    learn,__setattr__ = Attached(),object.__setattr__
 
-    # the other arguments are `AccumSettings`' own, documented there and shown in this signature (`delegates`)
     @delegates(AccumSettings)
     def __init__(self,
         accum_bs:int|None=None, # Samples per step, all processes; `None`: `n_acc` (with `micro_batch_size`: a batch)
         **kwargs,
     ):
-        self.settings = AccumSettings.given(type(self), accum_bs, **kwargs)   # (checked, a message naming each)
-        self.learn = None   # (until fastai attaches it: `Attached` reads the instance's value)
-        self.fixed = self.settings.fixed_size()   # the setting (a fit may use another)
-        self.releases,self.listeners,self._n_steps,self.in_use,self._pending = Releases(),Listeners(),0,None,None
-        self.scope = None   # the fit's `FitScope` (or a context's), from `before_fit`: its `releases` are the fit's
-        self.found_bs = self.settings.micro_batch_size if isinstance(self.settings.micro_batch_size, int) else None
-        self.__dict__.update(dict.fromkeys(_FIT_PARTS))   # (a fit's parts: `None` outside a fit)
-
-    # `learn` is set as the callback joins a Learner and `None` as it leaves (nothing of the fit may stay); others are
-    # set plainly (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
-    learn,__setattr__ = Attached(),object.__setattr__
+        self.settings = settings = AccumSettings.given(type(self), accum_bs, **kwargs)   # (checked, each named)
+        mbs = settings.micro_batch_size
+        self.fixed,self.found_bs = settings.fixed_size(),(mbs if isinstance(mbs, int) else None)
+        self.__dict__.update(_no_fit(), learn=None, _n_steps=0, in_use=None, _pending=None)
 
     def __copy__(self):
         "A copy as it was made, with settings of its own (set on one, an argument leaves the other as it was)"
         new = object.__new__(type(self))
-        new.__dict__.update(vars(self), settings=copy(self.settings), fixed=copy(self.fixed), releases=Releases(),
-                            listeners=Listeners(), learn=None, scope=None, **dict.fromkeys(_FIT_PARTS))   # (no fit)
+        new.__dict__.update(vars(self), settings=copy(self.settings), fixed=copy(self.fixed), learn=None, **_no_fit())
         return new
-
     def __getstate__(self)->dict:
         "Pickled (`learn.export()` in a fit) as after its fit: its settings and steps, none of the fit's parts or scope"
-        state = dict(vars(self), releases=Releases(), listeners=Listeners(), scope=None, **dict.fromkeys(_FIT_PARTS))
+        state = dict(vars(self), **_no_fit())
         if self.plan is None: return state
-        found = None if self.runner is None else self.runner.found   # (as `_release` keeps them)
-        return dict(state, _n_steps=self.n_steps, found_bs=found or self.found_bs)
+        return dict(state, _n_steps=self.n_steps, found_bs=getattr(self.runner, 'found', None) or self.found_bs)
 
     @property
     def n_steps(self)->int:
         "The fit's optimizer steps so far, as its `FitScope` counts them (outside a fit: the last fit's, or a state's)"
         return self._n_steps if self.plan is None else self.scope.n_steps
-
     @n_steps.setter
     def n_steps(self, value:int):
         if self.plan is None: self._n_steps = value
         else: self.scope.n_steps = value   # (a fit continued from a state: its steps go on from there)
-
     @property
     def will_step(self)->bool:
         "Whether the current micro-batch ends its window with a step (from `before_batch` through `after_batch`)"
         return self.mb is not None and self.mb.plan == STEP
-
     @property
     def loader_batch_done(self)->bool:
         "Whether the current micro-batch is the last piece of its loader batch (always, unless batches are split)"
         return self.runner is None or self.runner.piece[0]
-
     @property
     def micro_bs(self)->int|None:
         "The samples the model runs at once: the split or GradCache size, else a loader batch; after a fit, that found"
-        if self.plan is None: return self.found_bs
-        return self.runner.size if self.runner is not None and self.runner.size else self.plan.loader_bs
-
+        return self.found_bs if self.plan is None else getattr(self.runner, 'size', None) or self.plan.loader_bs
     def step_position(self)->float:
         "The place in training of the current window's step (or the last one's): the large batch's `pct_train` there"
         places = self.places
         return places.at if places.at is not None else places.place(self.window.start, self.in_use)
-
     def window_position(self)->float:
         "The fraction of training samples done when the window started (fastai's `pct_train` if the loader cannot tell)"
         return self.places.fraction(self.window.start)
-
     def count_samples(self)->int:
         "Samples in the micro-batch: the first dimension of its first target (`find_bs`); override for other layouts"
         yb = self.learn.yb
         return yb[0].shape[0] if yb and isinstance(yb[0], torch.Tensor) else find_bs(yb)
 
-    # -- a fit: fastai's validation context (`validate`, `get_preds`, `predict`) fires `before_fit` and `after_fit` too
     def before_fit(self):
         "Release what an interrupted fit left; check the Learner, and prepare its callbacks for a fit in windows"
         learn = self.learn
-        # a validation, `summary` or `tta` inside the fit: its parts stay (after a fit an exception ended, released)
-        if self.plan is not None and inside_fit(learn): return
+        if self.plan is not None and inside_fit(learn): return   # (a validation, `summary`, `tta` inside the fit)
         self._release()
-        self.scope = FitScope.find(learn)   # (the fit's; outside a fit, the context's)
-        self.releases = self.scope.releases.part(self)
-        # validation, `get_preds`, `summary`, `tta`: in pieces, with `micro_batch_size`
+        self._join_scope()   # (the fit's; outside a fit, the context's)
         self.settings.install_inference(learn, self.found_bs, self.releases, self.count_samples)
         if not learn.lock.locked(): self.settings.prepare(learn, self.fixed, self.found_bs)   # (not a validation)
 
+    def _join_scope(self):
+        self.scope = FitScope.find(self.learn)
+        self.releases = self.scope.releases.part(self)
     def before_train(self):
         "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
         if self.plan is None: self._start_fit()
@@ -378,7 +333,6 @@ class GradientAccumulation(BatchCallback):
         self._drop_window(quiet=False)
         self.sync.release()
         if self.hypers is not None: self.hypers.restore()
-
     after_cancel_epoch = after_train   # (an epoch cancelled during its training skips `after_train`)
 
     def after_fit(self):
@@ -387,7 +341,6 @@ class GradientAccumulation(BatchCallback):
         if not (self.plan is not None and inside_fit(self.learn)): self._release()
         if scope is not None and not scope.fit: scope.close()
 
-    # -- each micro-batch
     def before_batch(self):
         "Plan the micro-batch: accumulate it, step after it, or skip it unrun"
         if self.plan is None: self._start_fit()   # added in the middle of an epoch
@@ -400,10 +353,8 @@ class GradientAccumulation(BatchCallback):
         if not window.held: self._start_window(offset)
         left = plan.left(learn.iter, offset) if plan.drop_last and not window.held else None   # (can it fill?)
         step = window.plan(amount, learn.iter == learn.n_iter-1 and last, left)
-        if step == SKIP:
-            self.mb = None
-            raise CancelBatchException()
-        self.mb = MicroBatch(n, items, amount, step, share)
+        self.mb = None if step == SKIP else MicroBatch(n, items, amount, step, share)
+        if step == SKIP: raise CancelBatchException()
         if self.sync.active: self.sync.hold(step == ACCUM)
 
     def _start_window(self, offset:int):
@@ -416,38 +367,17 @@ class GradientAccumulation(BatchCallback):
         for handler in self.listeners.window_started: handler(size)
 
     def before_backward(self):
-        "Weigh the loss as it goes into the backward (where it is final); at a window's last micro-batch rescale first"
+        "Weigh the loss as it goes into the backward (`MicroBatch.weigh_loss`); the listeners that want it are told"
         mb,window = self.mb,self.window
         if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
-        if mb.plan == STEP and not window.held and self.plan.world_size == 1 and self.counter is None:
-            window.close(mb.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
-            weight = 1.
-        else:
-            if mb.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
-                total = window.items + mb.items
-                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
-                self.sync.close(window, total, self.learn.opt, self.learn.loss_grad.device)
-            weight = window.weight(mb.items)
-            if self.counter is not None and window.reduction == 'mean': self.counter.guard(self.learn, mb.items)
-        # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
-        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left)
-        mb.weight,mb.hooked = weight,isinstance(weight, torch.Tensor) or weight != 1 or bool(window.held)
-        if mb.hooked:
-            grad_fn = self.learn.loss_grad.grad_fn   # (read only when needed: each read makes a Python object)
-            if grad_fn is not None: grad_fn.register_prehook(mb.weigh)
-        mb.phase = WEIGHED
-        if self.listeners.micro_batch_weighed: self._tell_weighed(mb)
-
-    def _tell_weighed(self, mb):
-        "The listeners that want it are told how the micro-batch is weighed, in what window"
-        window = self.window
-        weighed = Weighed(mb.items, mb.weight, bool(window.held), window.total if mb.plan == STEP else None,
-                          window.reduction, self.plan.world_size, self.in_use)
-        for handler in self.listeners.micro_batch_weighed: handler(weighed)
+        mb.weigh_loss(self.learn, window, self.sync, self.counter, self.plan.world_size)
+        if self.listeners.micro_batch_weighed:
+            weighed = Weighed(mb.items, mb.weight, bool(window.held), window.total if mb.plan == STEP else None,
+                              window.reduction, self.plan.world_size, self.in_use)
+            for handler in self.listeners.micro_batch_weighed: handler(weighed)
 
     def after_cancel_backward(self):
         if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = BACKWARD_CANCELLED
-
     def before_step(self):
         "Skip the step (and `zero_grad`) inside a window; the last micro-batch steps with the large batch's hypers"
         mb = self.mb
@@ -463,9 +393,7 @@ class GradientAccumulation(BatchCallback):
         mb = self.mb
         if mb is not None and mb.phase == STEPPING and self.scope.n_steps != mb.steps: mb.phase = STEPPED
         return mb
-
     def after_step(self): self._stepped()
-
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (an fp16 overflow, a guard): the window ends with it"
         mb = self.mb   # (its backward ran: a step skipped; else a guard cancelled it before this callback saw it)
@@ -481,39 +409,36 @@ class GradientAccumulation(BatchCallback):
 
     def after_batch(self):
         "Count the micro-batch if its backward ran; after the step close the window; the loggers see a point per step"
-        mb,window = self.mb,self.window
+        mb,window,loggers = self.mb,self.window,self.loggers
         if self.plan is None: return   # (joined the Learner during this micro-batch: fastai ran it)
         if mb is None or mb.phase == DONE:   # cancelled before this callback saw it: nothing ran
             self.mb = None
-            return self.loggers.after_micro_batch(self._share())
+            return loggers.after_micro_batch(self._share())
         if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP:   # (fastai zeroed its gradient)
             return self._drop_window()
-        # a window's last micro-batch whose step was skipped (an fp16 overflow) is logged, as fastai logs a skipped step
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
         alone = stepped and not window.held   # (the window's only micro-batch: its loss is the window's, as logged)
-        loss = self.learn.loss.detach() if kept and self.loggers.per_step and not alone else None
+        loss = self.learn.loss.detach() if kept and loggers.per_step and not alone else None
         if kept: window.add(mb.n, mb.items, loss, mb.amount)
         for handler in self.listeners.micro_batch_done: handler(kept)
         if stepped: return self._close_window(mb)
-        if kept and self.loggers.per_step: self.loggers.accumulate_metrics()
-        self.loggers.after_micro_batch(mb.share)
+        if kept and loggers.per_step: loggers.accumulate_metrics()
+        loggers.after_micro_batch(mb.share)
 
     def _close_window(self, mb):
         "After the step (or its skipping): count it, give the loggers the window's loss, tell the listeners, empty it"
-        window = self.window
+        window,loggers = self.window,self.loggers
         if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
-        if self.loggers.per_step and window.samples > mb.n: self.learn.loss = window.mean_loss()
+        if loggers.per_step and window.samples > mb.n: self.learn.loss = window.mean_loss()
         for handler in self.listeners.window_closed: handler(window)
-        if mb.share != 1: self.loggers.after_micro_batch(mb.share, steps=True)   # (a whole loader batch: nothing to do)
-        if self.loggers.counters: self.loggers.count_steps(self.n_steps)
+        if mb.share != 1: loggers.after_micro_batch(mb.share, steps=True)   # (a whole loader batch: nothing to do)
+        if loggers.counters: loggers.count_steps(self.n_steps)
         window.reset()
 
-    def _drop_window(self,
-        quiet:bool=True, # In a micro-batch the loggers do not see (else they run again: the epoch's end, a redo)
-    ):
+    def _drop_window(self, quiet:bool=True):
         "The window will not step: no gradient of it stays, nothing of it is counted; the listeners are told, if open"
-        mb,window = self.mb,self.window
+        mb,window = self.mb,self.window   # (`quiet`: in a micro-batch the loggers do not see; else they run again)
         unfinished = mb is not None and mb.phase != DONE   # (a finished micro-batch was told of already)
         dropping = bool(window.held) or unfinished   # (at an epoch's end, after its last step: nothing to drop)
         if window.held or (unfinished and (mb.ran or mb.phase == WEIGHED)): self.sync.zero_grad(self.learn)
@@ -525,7 +450,6 @@ class GradientAccumulation(BatchCallback):
         self.mb = None
         if quiet: self.loggers.after_micro_batch(self._share())
         else: self.loggers.show()
-
     def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
 
 # %% ../nbs/10_accumulate.ipynb #da42d67a
@@ -564,9 +488,8 @@ for _name in _ARGUMENTS:
     setattr(GradientAccumulation, _name, _kind(_name))
 
 # %% ../nbs/10_accumulate.ipynb #652ddf21
-def check_one_accumulator(learn, # The `Learner` about to train
-                         ):
-    "One accumulation callback per Learner: two would weigh (or step) the same micro-batches twice"
+def check_one_accumulator(learn):
+    "One accumulation callback per Learner (`learn`): two would weigh (or step) the same micro-batches twice"
     from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
     found = [cb for cb in learn.cbs if isinstance(cb, (GradientAccumulation, FastaiGradientAccumulation))]
     if len(found) > 1:
@@ -579,9 +502,7 @@ def check_one_accumulator(learn, # The `Learner` about to train
 def _start_fit(self:GradientAccumulation):
     "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
     learn,pending = self.learn,self._pending
-    if self.scope is None:   # (added in the middle of a fit: its installs go on the fit's scope from now on)
-        self.scope = FitScope.find(learn)
-        self.releases = self.scope.releases.part(self)
+    if self.scope is None: self._join_scope()   # (added in the middle of a fit: its installs go on the fit's scope)
     plan = self.settings.read_plan(learn, self.found_bs, pending)
     redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory: the loggers run)
     self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,
@@ -599,17 +520,17 @@ def _release(self:GradientAccumulation):
     "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
     learn,mb = self.learn,self.mb
     # (in a micro-batch that goes on to its step: removed by a callback; not the one an exception ended)
-    during_batch = mb is not None and mb.phase in (PLANNED, WEIGHED, RAN, STEPPING, BACKWARD_CANCELLED) \
-                   and learn.training \
-                   and fit_running(learn)
+    during_batch = mb is not None and mb.phase in _BEFORE_STEP and learn.training and fit_running(learn)
     if self.plan is not None:   # (a fit refused as it started has nothing to drop)
         self.after_train()
-        if self.runner is not None and self.runner.found: self.found_bs = self.runner.found   # ('auto' or tune's)
+        if getattr(self.runner, 'found', None): self.found_bs = self.runner.found   # ('auto' or tune's)
         self._n_steps = self.n_steps
     self.releases.close()
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
     if during_batch: self.scope.skip_step(learn.xb)
-    self.__dict__.update(dict.fromkeys(_FIT_PARTS), listeners=Listeners(), scope=None, releases=Releases())
+    self.__dict__.update(_no_fit())
+
+_BEFORE_STEP = frozenset((PLANNED, WEIGHED, RAN, STEPPING, BACKWARD_CANCELLED))
 
 # %% ../nbs/10_accumulate.ipynb #6e5354ad
 @patch
@@ -617,8 +538,7 @@ def state_dict(self:GradientAccumulation)->dict:
     "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
     plan = self.plan
     if plan is None and self._pending is not None: return dict(self._pending)
-    parts = _NO_PARTS if plan is None else self.parts
-    return dict(parts.state(plan is not None and self.learn.training), setting=self.fixed.setting,
+    return dict((self.parts or _NO_PARTS).state(plan is not None and self.learn.training), setting=self.fixed.setting,
                 n_steps=self.n_steps, in_use=self.in_use, found_bs=self.micro_bs,
                 split=None if plan is None else plan.split,   # (the split this fit's plan was read with)
                 in_fit=plan is not None)   # (taken inside a fit, to continue it; else the state after a fit)
@@ -658,6 +578,25 @@ class MicroBatch:
         "Whether its backward ran: its gradient is in the parameters' `.grad`"
         return self.phase in _RAN
 
+    def weigh_loss(self, learn, window:AccumWindow, sync:WindowSync, counter:ItemCounter|None, world_size:int):
+        "Weigh the loss where it is final (a hook on its node); at the window's last micro-batch, rescale it first"
+        if self.plan == STEP and not window.held and world_size == 1 and counter is None:
+            window.close(self.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
+            weight = 1.
+        else:
+            if self.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
+                total = window.items + self.items
+                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
+                sync.close(window, total, learn.opt, learn.loss_grad.device)
+            weight = window.weight(self.items)
+            if counter is not None and window.reduction == 'mean': counter.guard(learn, self.items)
+        # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
+        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left)
+        self.weight,self.phase = weight,WEIGHED
+        self.hooked = isinstance(weight, torch.Tensor) or weight != 1 or bool(window.held)
+        # (`grad_fn` read only when needed: each read makes a Python object)
+        if self.hooked and (grad_fn := learn.loss_grad.grad_fn) is not None: grad_fn.register_prehook(self.weigh)
+
     def weigh(self, grads):
         "The hook on its loss's node: runs as its backward starts (so it ran), and weighs the gradient"
         self.phase = RAN
@@ -675,17 +614,14 @@ class StepHypers:
         lr_scale:str|None=None, # `None`, 'linear', or 'sqrt'
     ):
         self.learn,self.reference,self.power,self.unscaled = learn,reference,LR_SCALES[lr_scale],None
-        self.schedulers = [cb for cb in learn.cbs if isinstance(cb, ParamScheduler)]   # (`LRFinder` too)
+        self.schedulers = _schedulers(learn)
 
     def factor(self, in_use:int)->float:
         "What a step's lr is multiplied by with the batch `in_use`"
         return (in_use/self.reference)**self.power
 
-    def set(self,
-        position:float, # The step's place in training (the large batch's `pct_train`)
-        in_use:int, # The step's batch size
-    ):
-        "Have the schedulers set the hyper-parameters at `position`; then, with `lr_scale`, the lr times the factor"
+    def set(self, position:float, in_use:int):
+        "Have the schedulers set the hyper-parameters at the step's `position`; then, with `lr_scale`, scale the lr"
         learn = self.learn
         if self.schedulers:
             micro_pct,learn.pct_train = learn.pct_train,position
@@ -694,9 +630,8 @@ class StepHypers:
                     if sched.run: sched.before_batch()
             finally: learn.pct_train = micro_pct
         if self.power:
-            opt = learn.opt
-            self.unscaled = [h['lr'] for h in opt.hypers]
-            opt.set_hyper('lr', [lr*self.factor(in_use) for lr in self.unscaled])
+            self.unscaled = [h['lr'] for h in learn.opt.hypers]
+            learn.opt.set_hyper('lr', [lr*self.factor(in_use) for lr in self.unscaled])
 
     def restore(self):
         "The learning rates as the schedulers set them (at the next micro-batch, the epoch's end, or the fit's)"
@@ -751,37 +686,26 @@ class ItemCounter:
 
 # %% ../nbs/10_accumulate.ipynb #75e1816e
 class StepPlaces:
-    "Where each step of an epoch is in training (the large batch's `pct_train`): the first from the plan, then in turn"
-    def __init__(self,
-        plan:FitPlan, # The fit's plan
-    ):
+    "Where each step is in training (the large batch's `pct_train`): an epoch's first from the plan, then in turn"
+    def __init__(self, plan:FitPlan):
         self.plan = plan
         self.last = None   # the epoch's last step so far: (its place, epoch, samples done at its window's start, size)
         self.at = None   # the current window's step's place, when something reads it (`StepHypers`)
 
-    def fraction(self,
-        start:tuple, # Where a window starts: (epoch, iter, offset in the loader batch, fastai's `pct_train`)
-    )->float:
-        "The fraction of training samples done at `start` (fastai's `pct_train` if the loader cannot tell)"
-        epoch,i,offset,pct = start
-        position = self.plan.fraction(epoch, self.plan.done(i, offset))
-        return pct if position is None else position
+    def _done(self, start:tuple): return self.plan.done(start[1], start[2])   # (samples of the epoch done)
 
-    def place(self,
-        start:tuple, # Where the window starts, as for `fraction`
-        size:int, # The window's batch size
-    )->float:
+    def fraction(self, start:tuple)->float:
+        "The fraction of training samples done at `start` (epoch, iter, offset, `pct_train`: the fallback)"
+        position = self.plan.fraction(start[0], self._done(start))
+        return start[3] if position is None else position
+
+    def place(self, start:tuple, size:int)->float:
         "The place of the step of the window at `start`: `FitPlan.step_position`, or after the last, `next_position`"
-        epoch,i,offset,pct = start
         plan = self.plan
         if self.last is not None: at = plan.next_position(*self.last)
-        else: at = plan.step_position(epoch, plan.done(i, offset), size)
-        return pct if at is None else at
+        else: at = plan.step_position(start[0], self._done(start), size)
+        return start[3] if at is None else at
 
-    def stepped(self,
-        start:tuple, # Where the window that stepped started
-        size:int, # Its batch size
-    ):
-        "The window at `start` stepped at `at`: the next step of the epoch is placed from it"
-        epoch,i,offset,_ = start
-        self.last = (self.at, epoch, self.plan.done(i, offset), size)
+    def stepped(self, start:tuple, size:int):
+        "The window of `size` at `start` stepped at `at`: the next step of the epoch is placed from it"
+        self.last = (self.at, start[0], self._done(start), size)
