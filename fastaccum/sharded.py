@@ -18,8 +18,8 @@ from fastai.optimizer import Optimizer
 from fastai.torch_core import num_distrib, rank_distrib
 from .checks import CheckpointError, check_bool, check_choice, check_positive_int, check_path
 from .parts import Releases
-from .distributed import (FSDP_REDUCE, fix_distributed_dl_broadcast, fsdp_held_gradients, fsdp_root,
-                                   is_fsdp, set_fsdp_reduce)
+from .distributed import (FSDP_REDUCE, bare_model, fix_distributed_dl_broadcast, fsdp_held_gradients,
+                                   fsdp_root, is_fsdp, set_fsdp_reduce)
 
 # %% auto #0
 __all__ = ['shard_model', 'gather_weights', 'held_memory', 'remove_partial_sharded', 'older_sharded', 'save_sharded',
@@ -95,12 +95,12 @@ def gather_weights(sharded:nn.Module, # A model sharded with `fully_shard`
 # %% ../nbs/23_sharded.ipynb #5a19edf8
 def _join_group()->torch.device:
     "This process's device (its GPU, `LOCAL_RANK` under torchrun; or the CPU), in the process group torchrun describes"
-    cuda = torch.cuda.is_available()
-    device = torch.device('cuda', int(os.environ.get('LOCAL_RANK', torch.cuda.current_device()))) if cuda else 'cpu'
+    if not torch.cuda.is_available(): device = torch.device('cpu')
+    else: device = torch.device('cuda', int(os.environ.get('LOCAL_RANK', torch.cuda.current_device())))
     if not _started():   # NCCL for GPU tensors and gloo for CPU ones, or gloo (left for what follows: save_sharded)
-        if cuda: torch.cuda.set_device(device)
-        torch.distributed.init_process_group('cuda:nccl,cpu:gloo' if cuda else 'gloo')
-    return torch.device(device)
+        if device.type == 'cuda': torch.cuda.set_device(device)
+        torch.distributed.init_process_group('cuda:nccl,cpu:gloo' if device.type == 'cuda' else 'gloo')
+    return device
 
 def _use_device(dls, device, releases):
     "Put `dls` (and each of its loaders) on this process's device, until `releases` closes"
@@ -161,7 +161,7 @@ def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
     if not isinstance(learn, Learner):
         raise ValueError(f'`learn` must be a fastai Learner, got {learn!r}. Pass the Learner whose model and optimizer '
                          'you measure, e.g. held_memory(learn).')
-    model = learn.model.module if hasattr(learn.model, 'module') else learn.model   # (the model inside DDP)
+    model = bare_model(learn.model)
     held = [*fsdp_held_gradients(model)] if fsdp_root(model) is not None else []
     state = [] if learn.opt is None else [v for _,_,s,_ in learn.opt.all_params() for v in s.values()]
     return dict(parameters=_local_bytes(model.parameters()), optimizer=_local_bytes(state),
@@ -174,7 +174,6 @@ def _folder(path)->Path:
     "`path` as a sharded checkpoint's folder, or an error that names it"
     return check_path('path', path, 'a sharded checkpoint', folder=True,
                       example="learn.path/learn.model_dir/'checkpoint'")
-
 def _aside(path:Path)->Path: return path.with_name(f'.{path.name}.old')
 
 def remove_partial_sharded(path, # A sharded checkpoint's folder
@@ -228,7 +227,6 @@ def _shared(f, names)->list:
 
 def _sha(file:Path)->str:
     with open(file, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
-
 def _fix(path:Path)->str:
     "What to do about a damaged checkpoint at `path`"
     older = older_sharded(path, 1)
@@ -270,7 +268,6 @@ def _manifest(path)->tuple:
     return path,manifest
 
 # %% ../nbs/23_sharded.ipynb #71a35844
-def _bare(model): return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 def _single(f, state:dict, path:Path):
     "A distributed checkpoint's `save` or `load` of `state` at `path` (in one process too, without a warning)"
     with warnings.catch_warnings():
@@ -292,21 +289,17 @@ def _check_optimizer(opt):
         raise ValueError(f"`opt` must be a fastai Optimizer (SGD, Adam, RAdam, ...), got {type(opt).__name__}. Pass "
                          'learn.opt of a Learner made with a fastai opt_func, or opt=None to save the weights only.')
 
-def _opt_layout(model, opt)->dict:
-    "What a fastai optimizer's state is made of: its parameters by name, group by group, and its kind"
-    names = _names(model)
-    steps = [getattr(getattr(f, 'func', f), '__name__', type(f).__name__) for f in opt.cbs]   # (partials by name)
-    return dict(kind=[type(opt).__name__] + steps, groups=[[names[id(p)] for p in pg] for pg in opt.param_lists])
-
 def _opt_parts(model, opt)->tuple:
     "The optimizer's tensors (for the distributed checkpoint) and its description (for the manifest), by parameter"
     names,tensors,rest = _names(model),{},{}
     for p,_,state,_ in opt.all_params():
         tensors[names[id(p)]] = {k: v for k,v in state.items() if isinstance(v, torch.Tensor)}
         rest[names[id(p)]] = {k: v for k,v in state.items() if not isinstance(v, torch.Tensor)}
-    shapes = {n: {k: (list(v.shape), str(v.dtype).replace('torch.', '')) for k,v in ts.items()}
-              for n,ts in tensors.items()}
-    return tensors,dict(_opt_layout(model, opt), hypers=deepcopy(opt.hypers), rest=rest, shapes=shapes)
+    shapes = {n: {k: (list(v.shape), str(v.dtype)[len('torch.'):]) for k,v in ts.items()} for n,ts in tensors.items()}
+    steps = [getattr(getattr(f, 'func', f), '__name__', type(f).__name__) for f in opt.cbs]   # (partials by name)
+    groups = [[names[id(p)] for p in pg] for pg in opt.param_lists]
+    return tensors,dict(kind=[type(opt).__name__] + steps, groups=groups, hypers=deepcopy(opt.hypers), rest=rest,
+                        shapes=shapes)
 
 def _temporary(path:Path)->Path:
     "A temporary folder beside `path`, the same for every process (process 0 clears what killed writes left first)"
@@ -326,7 +319,7 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
     "Write `model`'s weights and `opt`'s state, every process its own shards, as one checkpoint published atomically"
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
-    path,model,_ = _folder(path),_bare(model),_check_optimizer(opt)
+    path,model,_ = _folder(path),bare_model(model),_check_optimizer(opt)
     check_positive_int('keep', keep, 'Pass how many checkpoints to keep, e.g. keep=1 (the newest only).')
     (rank,world),tmp,weights = _group(),_temporary(path),_weights(model)
     state = {'model': weights, f'buffers{rank}': _own_buffers(model, weights)}
@@ -354,7 +347,7 @@ def sharded_extra(path, # A checkpoint's folder, written by `save_sharded`
 def model_shapes(model:nn.Module, # A model, sharded or not
                 )->dict:
     "The shape of each tensor of `model`'s state, whole (a sharded parameter's full shape), as a checkpoint records it"
-    return _shapes(_weights(_bare(model)))
+    return _shapes(_weights(bare_model(model)))
 
 # %% ../nbs/23_sharded.ipynb #a44b010a
 def _differences(saved:dict, now:dict, what:str)->list:
@@ -372,7 +365,7 @@ def _opt_target(path, model, opt, saved)->dict:
     "Tensors for the optimizer's state to be read into (each as the checkpoint holds it), once its layout is checked"
     if saved is None: raise CheckpointError(f'`{path}` holds no optimizer state (it was saved with opt=None). '
                                             'Pass opt=None to load the weights only.')
-    layout = _opt_layout(model, opt)
+    layout = _opt_parts(model, opt)[1]
     if layout['kind'] != saved['kind']:
         _refuse(path, [f"the optimizer {' + '.join(saved['kind'])} in the checkpoint, "
                        f"{' + '.join(layout['kind'])} now"], 'Make the optimizer as when it was written.')
@@ -393,7 +386,7 @@ def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with 
     "Load a checkpoint of `save_sharded` into `model` (and `opt`), however the processes share it now; return `extra`"
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_model_state_dict
-    model,_ = _bare(model),_check_optimizer(opt)
+    model,_ = bare_model(model),_check_optimizer(opt)
     path,manifest = _manifest(path)
     weights = _weights(model)
     differences = _differences(manifest['parameters'], _shapes(weights), 'model')
