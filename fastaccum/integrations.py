@@ -6,15 +6,12 @@ Docs: https://fastaccum.github.io/fastaccum/integrations.html.md"""
 
 # %% ../nbs/20_integrations.ipynb #13c04eb9
 from __future__ import annotations
-import time
-from contextlib import contextmanager
-import weakref
-import fastai
+import time, weakref
+import fastai, fastai.callback.core
 from packaging.version import Version
 from fastcore.xtras import modify_exception
 from fastai.callback.core import *
 from .checks import private
-import fastai.callback.core
 from .parts import WindowListener
 _inner_loop = private(fastai.callback.core, '_inner_loop')   # (fastai's list of the batch events)
 
@@ -25,7 +22,6 @@ __all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
 PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback',
                     'AzureMLCallback')
 STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
-
 _CLASS_NAMES = weakref.WeakKeyDictionary()   # (a class's names, kept while the class lives)
 
 def _class_names(cls)->frozenset:
@@ -42,65 +38,49 @@ class StepLoggers(WindowListener):
         per_step:bool=True, # Log per step (silence the loggers on the other micro-batches); `False` leaves them be
     ):
         kinds = [(cb, _class_names(type(cb))) for cb in learn.cbs]   # (made at every fit: one pass over them)
-        self.cbs = [cb for cb,names in kinds if not names.isdisjoint(PER_STEP_LOGGERS)] if per_step else []
+        self.cbs = [cb for cb,names in kinds if per_step and not names.isdisjoint(PER_STEP_LOGGERS)]
         self.flags = [cb.run_train for cb in self.cbs]
         self.counters = [cb for cb,names in kinds
                          if not names.isdisjoint(STEP_COUNTERS) and (per_step or 'LRFinder' in names)]
-        self.per_step,self.quiet,self.learn = per_step,False,learn
+        self.per_step,self.quiet,self.learn,self.window_start = per_step,False,learn,None
         self.wandb = vars(learn).get('wandb')   # fastai's `WandbCallback`: its epoch axis and timer need telling
-        self.window_start = None
 
     def wants(self, event:str)->bool: return self.wandb is not None   # (the window's events time W&B's samples/sec)
-
     def silence(self):
         "Skip the loggers' training events until `show`: the current micro-batch does not step"
-        # fastai's own switch for this; set directly, since it can change at every micro-batch
-        for cb in self.cbs: object.__setattr__(cb, 'run_train', False)
+        for cb in self.cbs: object.__setattr__(cb, 'run_train', False)   # (fastai's switch, set directly)
         self.quiet = True
-
     def show(self):
         "Let the loggers run again, as they were"
         for cb,flag in zip(self.cbs, self.flags): object.__setattr__(cb, 'run_train', flag)
         self.quiet = False
-
-    def count_steps(self,
-        n:int, # Optimizer steps taken so far in the fit
-    ):
-        "Show `n` to the callbacks that count batches with `train_iter` (`LRFinder`, `ShowGraphCallback`)"
-        # an instance attribute shadows fastai's delegation of `train_iter` to the Learner's micro-batch count
-        for cb in self.counters: cb.__dict__['train_iter'] = n
-
+    def count_steps(self, n:int):
+        "Show `n` steps taken to the callbacks that count batches with `train_iter` (`LRFinder`, `ShowGraphCallback`)"
+        for cb in self.counters: cb.__dict__['train_iter'] = n   # (shadows fastai's delegation to the Learner)
     def accumulate_metrics(self):
         "A micro-batch the Recorder does not see (silenced): its train metrics (not its loss) are accumulated here"
         recorder = getattr(self.learn, 'recorder', None)
         if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
             for metric in recorder.metrics: metric.accumulate(self.learn)
-
     def release(self):
         "Leave the callbacks as they were: running, and reading the Learner's `train_iter`"
         self.show()
         for cb in self.counters: cb.__dict__.pop('train_iter', None)
 
-    # -- the window's events, as the loggers see them
     def window_started(self, size:int):
-        "A window starts: W&B's samples/sec will be timed from here"
+        "A window starts: W&B's samples/sec is timed from here"
         if self.wandb is not None: self.window_start = time.perf_counter()
-
     def window_closed(self, window):
-        "The window stepped: W&B's samples/sec is the window's (its last micro-batch's samples over the window's time)"
-        if self.wandb is not None and self.window_start is not None and window.samples > window.last:
-            wandb_time_window(self.wandb, self.window_start, window.last, window.samples)
-
-    def after_micro_batch(self,
-        share:float=1., # The micro-batch's share of its loader batch
-        steps:bool=False, # Whether its window stepped after it (the loggers log it)
-    ):
-        "After a micro-batch: silence the loggers unless it stepped (one point a step); W&B's epoch advances its share"
+        "The window stepped: W&B's timer set so that its samples/sec (last batch's samples over it) is the window's"
+        if self.wandb is None or self.window_start is None or window.samples <= window.last: return
+        now = time.perf_counter()
+        self.wandb.ti_batch = now - (now - self.window_start)*window.last/window.samples
+    def after_micro_batch(self, share:float=1., steps:bool=False):
+        "After a micro-batch (`share` of a loader batch): the loggers silenced unless it `steps`; W&B's epoch advanced"
         logged = steps or not self.per_step
         if not logged: self.silence()
-        # W&B adds a whole batch to its epoch at each row it logs: a micro-batch is a share of one
-        if self.wandb is not None and (share != 1 or not logged):
-            wandb_count_batch(self.wandb, self.learn.n_iter, share, logged)
+        if self.wandb is not None and (share != 1 or not logged):   # (W&B adds a whole batch at each row it logs)
+            self.wandb._wandb_epoch = private(self.wandb, '_wandb_epoch') + (share - logged)/self.learn.n_iter
 
 # %% ../nbs/20_integrations.ipynb #aa7f695b
 def _nothing(self): "A batch event this callback does not use"
@@ -110,23 +90,22 @@ _CANCELS = (CancelBatchException, CancelBackwardException, CancelEpochException,
 
 class BatchCallback(Callback):
     "A fastai `Callback` for training micro-batches, cheap to dispatch: every batch event defined, a short path to it"
-    run_valid = False
+    run_valid,_unused = False,frozenset()   # (`_unused`: the batch events it leaves to `_nothing`, found at each fit)
     @property
     def training(self)->bool: return self.learn.training   # (fastai's dispatch reads it at every event: no `GetAttr`)
 
-    _unused = frozenset()   # the batch events this callback leaves to `_nothing`, found as each fit starts
-
     def __call__(self, event_name):
         "fastai's dispatch, short for batch events; `after_fit` even when `run` is off, to release the fit's installs"
-        if event_name in self._unused: return   # (a batch event this callback leaves to `_nothing`)
+        if event_name in self._unused: return
         if event_name not in _BATCH_EVENTS:
-            if event_name == 'before_fit': self.__dict__['_unused'] = _unused_events(self)
+            if event_name == 'before_fit':   # (handlers patched in during a fit count from the next)
+                self.__dict__['_unused'] = frozenset(e for e in _BATCH_EVENTS
+                                                     if getattr(getattr(self, e), '__func__', None) is _nothing)
             if event_name == 'after_fit' and not self.run: self.run = True   # (fastai resets it, without the event)
             # an event it does not define: fastai's `getattr` would look for it through the Learner and model, slowly
             elif not hasattr(type(self), event_name) and event_name not in self.__dict__: return None
             return super().__call__(event_name)
-        if not self.run: return
-        if not (self.run_train if self.learn.training else self.run_valid): return
+        if not self.run or not (self.run_train if self.learn.training else self.run_valid): return
         try: return getattr(self, event_name)()
         except _CANCELS: raise
         except Exception as e:
@@ -135,43 +114,13 @@ class BatchCallback(Callback):
 
 for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
 
-def _unused_events(cb)->frozenset:
-    "The batch events `cb` does not handle (as it is when a fit starts: handlers patched in later count from the next)"
-    return frozenset(e for e in _BATCH_EVENTS if getattr(getattr(cb, e), '__func__', None) is _nothing)
-
 # %% ../nbs/20_integrations.ipynb #dce6b113
-def wandb_count_batch(wandb_cb, # fastai's `WandbCallback`
-                      n_iter:int, # Training batches (loader batches) per epoch
-                      share:float=1., # The micro-batch's share of its loader batch
-                      logged:bool=False, # Whether W&B logs it (and adds a whole batch to its epoch itself)
-                     ):
-    "Advance W&B's fractional epoch by a micro-batch's share of a loader batch"
-    # (fastai's attribute, set in its `before_fit`: read through `private`, so a release without it says so)
-    wandb_cb._wandb_epoch = private(wandb_cb, '_wandb_epoch') + (share - logged)/n_iter
-
-def wandb_time_window(wandb_cb, # fastai's `WandbCallback`
-                      start:float, # `time.perf_counter()` at the window's start
-                      n_last:int, # Samples in the window's last micro-batch
-                      n_window:int, # Samples in the whole window
-                     ):
-    "Set W&B's batch timer so its samples/sec (last batch size over timer) is `n_window` over the window's time"
-    now = time.perf_counter()
-    wandb_cb.ti_batch = now - (now - start)*n_last/n_window
-
-def wandb_log_with_next_step(wandb_cb, # fastai's `WandbCallback`
-                             **values, # Names and values to log
-                            ):
-    "Log `values` into the history row W&B's callback writes next"
-    import wandb
-    wandb.log(values, step=private(wandb_cb, '_wandb_step')+1)
-
-def log_beside_step(learn, # The `Learner`
-                    **values, # Names and values to log (e.g. `accum_bs=64`)
-                   ):
-    "Log `values` into the W&B row of the step being logged, when a W&B run logs this fit (how fastaccum writes to W&B)"
+def log_beside_step(learn, **values):
+    "Log `values` (e.g. `accum_bs=64`) into the W&B row of the step being logged, when a W&B run logs `learn`'s fit"
     wandb_cb = getattr(learn, 'wandb', None)
     if wandb_cb is not None and getattr(wandb_cb, 'run', None) is not None and wandb_cb.run_train:
-        wandb_log_with_next_step(wandb_cb, **values)
+        import wandb
+        wandb.log(values, step=private(wandb_cb, '_wandb_step')+1)   # (the row W&B's callback writes next)
 
 # %% ../nbs/20_integrations.ipynb #fc10aed6
 def _wandb_config_crashes()->bool:
@@ -180,33 +129,22 @@ def _wandb_config_crashes()->bool:
     except TypeError: return True
     return False
 
-@contextmanager
-def _plain_config_values():
-    "fastai's W&B config formatter, made to keep plain values as they are, for the duration of the block"
-    from fastai.callback import wandb as fastai_wandb
-    upstream = fastai_wandb._format_config_value
-    def _format_config_value(v):
-        # ints, strings, tuples... have no `__dict__`, so fastcore's `init_args` cannot read them: keep them as they are
-        if not isinstance(v, list) and not hasattr(v, '__dict__'): return v
-        return upstream(v)
-    fastai_wandb._format_config_value = _format_config_value
-    try: yield
-    finally: fastai_wandb._format_config_value = upstream
-
-def fix_wandb_config(wandb_cb, # fastai's `WandbCallback`
-                    ):
-    "Work around fastai#4173 (fastai <= 2.8.12's `WandbCallback.before_fit` crashing on plain config values), once"
+def fix_wandb_config(wandb_cb):
+    "Work around fastai#4173 (fastai <= 2.8.12's `WandbCallback.before_fit` failing on plain config values), once"
     if Version(fastai.__version__) > Version('2.8.12') or not _wandb_config_crashes(): return
+    from fastai.callback import wandb as fastai_wandb
     def before_fit():
         del wandb_cb.__dict__['before_fit']   # one fit: the next one is checked again
-        with _plain_config_values(): type(wandb_cb).before_fit(wandb_cb)
+        upstream = fastai_wandb._format_config_value
+        # ints, strings, tuples... have no `__dict__` for fastcore's `init_args`: kept as they are, for this call only
+        fastai_wandb._format_config_value = lambda v: upstream(v) if isinstance(v, list) or hasattr(v, '__dict__') \
+                                                      else v
+        try: type(wandb_cb).before_fit(wandb_cb)
+        finally: fastai_wandb._format_config_value = upstream
     wandb_cb.__dict__['before_fit'] = before_fit
 
 # %% ../nbs/20_integrations.ipynb #64f02cbe
-def prepare_lr_finder(learn, # The `Learner` running `lr_find`
-                      lr_finder, # Its `LRFinder` callback
-                      steps_per_epoch:int|None, # Optimizer steps in an epoch, if known
-                     ):
-    "Give `lr_find`'s fit enough epochs for `num_it` optimizer steps (`LRFinder` stops it there)"
+def prepare_lr_finder(learn, lr_finder, steps_per_epoch:int|None):
+    "Give `lr_find`'s fit enough epochs for `num_it` optimizer steps (its `LRFinder` stops it there)"
     # `before_fit` runs before `Learner._do_fit` reads `n_epoch`, so the fit takes the new value
     learn.n_epoch = max(learn.n_epoch, lr_finder.num_it//steps_per_epoch + 1 if steps_per_epoch else lr_finder.num_it)

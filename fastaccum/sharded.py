@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/sharded.html.md"""
 
 # %% ../nbs/23_sharded.ipynb #9ff0164d
 from __future__ import annotations
-import hashlib, io, os, shutil, uuid, warnings
+import contextlib, hashlib, io, os, shutil, uuid, warnings
 from contextlib import contextmanager
 from copy import deepcopy
 from pathlib import Path
@@ -18,8 +18,8 @@ from fastai.optimizer import Optimizer
 from fastai.torch_core import num_distrib, rank_distrib
 from .checks import CheckpointError, check_bool, check_choice, check_positive_int, check_path
 from .parts import Releases
-from .distributed import (FSDP_REDUCE, fix_distributed_dl_broadcast, fsdp_held_gradients, is_fsdp,
-                                   set_fsdp_reduce)
+from .distributed import (FSDP_REDUCE, bare_model, fix_distributed_dl_broadcast, fsdp_held_gradients,
+                                   fsdp_root, is_fsdp, set_fsdp_reduce)
 
 # %% auto #0
 __all__ = ['shard_model', 'gather_weights', 'held_memory', 'remove_partial_sharded', 'older_sharded', 'save_sharded',
@@ -36,18 +36,10 @@ def _block_test(blocks):
     raise ValueError(f'`blocks` must be module types (an nn.Module subclass, or a tuple of them) or a function '
                      f'blocks(module) -> bool, got {blocks!r}. Pass e.g. blocks=nn.TransformerEncoderLayer.')
 
-def _innermost_first(model):
-    "Every module of `model` once, each after the modules inside it"
-    seen,out = set(),[]
-    def visit(m):
-        if id(m) in seen: return
-        seen.add(id(m))
-        for c in m.children(): visit(c)
-        out.append(m)
-    visit(model)
-    return out
-
+def _innermost_first(model)->list: return list(model.modules())[::-1]   # (each once, after the modules inside it)
 def _started()->bool: return torch.distributed.is_available() and torch.distributed.is_initialized()
+def _group()->tuple:   # (this process's rank and the number of processes: 0 and 1 without a process group)
+    return (torch.distributed.get_rank(), torch.distributed.get_world_size()) if _started() else (0, 1)
 
 def shard_model(model:nn.Module, # The model, sharded in place
                 blocks=None, # Module types (a type or a tuple) or a function `blocks(module) -> bool`: the FSDP units
@@ -60,8 +52,7 @@ def shard_model(model:nn.Module, # The model, sharded in place
 def _shard(model, blocks, reduce, free:bool, kwargs:dict):
     "`shard_model`; with `free`, each unit's unsharded parameters are emptied once it is sharded (they are shared)"
     from torch.distributed.fsdp import fully_shard
-    test = _block_test(blocks)
-    check_choice('reduce', reduce, FSDP_REDUCE)
+    test,_ = _block_test(blocks),check_choice('reduce', reduce, FSDP_REDUCE)
     if not _started():
         raise ValueError('shard_model needs a process group: launch the script with torchrun and train inside '
                          '`learn.sharded_ctx()`, which starts one (or call torch.distributed.init_process_group '
@@ -88,8 +79,7 @@ def _sharing_copy(model):
 def _reshard(model):
     "Put the sharded parameters back in every sharded module (FSDP's root keeps its unsharded ones after a forward)"
     from torch.distributed.fsdp import FSDPModule
-    for m in model.modules():
-        if isinstance(m, FSDPModule): m.reshard()
+    for m in [m for m in model.modules() if isinstance(m, FSDPModule)]: m.reshard()
 
 def gather_weights(sharded:nn.Module, # A model sharded with `fully_shard`
                    model:nn.Module, # A model of the same structure, unsharded: its parameters get the full weights
@@ -103,27 +93,22 @@ def gather_weights(sharded:nn.Module, # A model sharded with `fully_shard`
         params[name].data = full.detach().to((devices or {}).get(name, params[name].device))
 
 # %% ../nbs/23_sharded.ipynb #5a19edf8
-def _process_device():
-    "The device of this process: its GPU (`LOCAL_RANK` under torchrun), or the CPU"
-    if not torch.cuda.is_available(): return torch.device('cpu')
-    return torch.device('cuda', int(os.environ.get('LOCAL_RANK', torch.cuda.current_device())))
-
-def _start_process_group(device):
-    "Join the process group torchrun's environment describes: NCCL for GPU tensors and gloo for CPU ones, or gloo"
-    if device.type == 'cuda': torch.cuda.set_device(device)
-    torch.distributed.init_process_group('cuda:nccl,cpu:gloo' if device.type == 'cuda' else 'gloo')
+def _join_group()->torch.device:
+    "This process's device (its GPU, `LOCAL_RANK` under torchrun; or the CPU), in the process group torchrun describes"
+    if not torch.cuda.is_available(): device = torch.device('cpu')
+    else: device = torch.device('cuda', int(os.environ.get('LOCAL_RANK', torch.cuda.current_device())))
+    if not _started():   # NCCL for GPU tensors and gloo for CPU ones, or gloo (left for what follows: save_sharded)
+        if device.type == 'cuda': torch.cuda.set_device(device)
+        torch.distributed.init_process_group('cuda:nccl,cpu:gloo' if device.type == 'cuda' else 'gloo')
+    return device
 
 def _use_device(dls, device, releases):
     "Put `dls` (and each of its loaders) on this process's device, until `releases` closes"
-    had,loaders = vars(dls).get('_device', None),[(dl, getattr(dl, 'device', None)) for dl in dls.loaders]
-    def put_back():
-        if had is None: vars(dls).pop('_device', None)
-        else: dls._device = had
-        for dl,old in loaders:
-            if old is None: dl.device = None
-            else: dl.to(old)
-    releases.callback(put_back)
-    dls.device = device   # (fastai's `fit` puts the model on `dls.device`)
+    for dl in dls.loaders:
+        old = getattr(dl, 'device', None)
+        releases.callback(lambda dl=dl, old=old: setattr(dl, 'device', None) if old is None else dl.to(old))
+    releases.replace(dls, '_device', device)   # (fastai's `fit` puts the model on `dls.device`)
+    dls.device = device
 
 @patch
 @contextmanager
@@ -142,9 +127,7 @@ def sharded_ctx(self:Learner,
     if not _started() and not num_distrib():   # not launched by torchrun: the script trains alone
         yield self
         return
-    device = _process_device()
-    if not _started(): _start_process_group(device)   # (left for what follows: save_sharded, another block)
-    original,releases,sharded,done = self.model,Releases(),None,False
+    device,original,releases,sharded,done = _join_group(),self.model,Releases(),None,False
     devices = {n: p.device for n,p in original.named_parameters()}
     try:
         sharded = _shard(_sharing_copy(original), blocks, reduce, True, kwargs)   # (`original`'s weights emptied)
@@ -156,8 +139,8 @@ def sharded_ctx(self:Learner,
         fix_distributed_dl_broadcast(self.dls)
         if rank_distrib():   # one process reports, as under `distrib_ctx`
             releases.replace(self, 'logger', lambda *args, **kwargs: None)
-            progress = [cb for cb in self.cbs if isinstance(cb, ProgressCallback)]
-            for cb in progress: self.remove_cb(cb); releases.callback(self.add_cb, cb)
+            for cb in [cb for cb in self.cbs if isinstance(cb, ProgressCallback)]:
+                self.remove_cb(cb); releases.callback(self.add_cb, cb)
         yield self
         done = True
     finally:
@@ -167,11 +150,10 @@ def sharded_ctx(self:Learner,
             else: self.model = sharded   # (nothing gathered after a failure: another process may not join a collective)
 
 # %% ../nbs/23_sharded.ipynb #e885800e
-def _local_bytes(t)->int:
-    "Bytes of the part of `t` this process holds (its shard, for a sharded tensor)"
-    if t is None or not isinstance(t, torch.Tensor): return 0
-    if hasattr(t, 'to_local'): t = t.to_local()
-    return t.numel()*t.element_size()
+def _local_bytes(tensors)->int:
+    "Bytes of the parts of `tensors` this process holds (its shard, for a sharded tensor; `None`s count 0)"
+    local = [t.to_local() if hasattr(t, 'to_local') else t for t in tensors if isinstance(t, torch.Tensor)]
+    return sum(t.numel()*t.element_size() for t in local)
 
 def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
                )->dict:
@@ -179,14 +161,11 @@ def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
     if not isinstance(learn, Learner):
         raise ValueError(f'`learn` must be a fastai Learner, got {learn!r}. Pass the Learner whose model and optimizer '
                          'you measure, e.g. held_memory(learn).')
-    from fastaccum.distributed import fsdp_root
-    model = learn.model.module if hasattr(learn.model, 'module') else learn.model   # (the model inside DDP)
-    params = list(model.parameters())
-    grads = sum(_local_bytes(p.grad) for p in params)
-    if fsdp_root(model) is not None: grads += sum(_local_bytes(g) for g in fsdp_held_gradients(model))
-    opt = learn.opt
-    state = 0 if opt is None else sum(_local_bytes(v) for _,_,s,_ in opt.all_params() for v in s.values())
-    return dict(parameters=sum(_local_bytes(p) for p in params), gradients=grads, optimizer=state)
+    model = bare_model(learn.model)
+    held = [*fsdp_held_gradients(model)] if fsdp_root(model) is not None else []
+    state = [] if learn.opt is None else [v for _,_,s,_ in learn.opt.all_params() for v in s.values()]
+    return dict(parameters=_local_bytes(model.parameters()), optimizer=_local_bytes(state),
+                gradients=_local_bytes([p.grad for p in model.parameters()] + held))
 
 # %% ../nbs/23_sharded.ipynb #aa895ac4
 _MANIFEST,_FORMAT = 'fastaccum.pt',2
@@ -195,7 +174,6 @@ def _folder(path)->Path:
     "`path` as a sharded checkpoint's folder, or an error that names it"
     return check_path('path', path, 'a sharded checkpoint', folder=True,
                       example="learn.path/learn.model_dir/'checkpoint'")
-
 def _aside(path:Path)->Path: return path.with_name(f'.{path.name}.old')
 
 def remove_partial_sharded(path, # A sharded checkpoint's folder
@@ -209,11 +187,11 @@ def remove_partial_sharded(path, # A sharded checkpoint's folder
         else: os.replace(aside, path)   # killed between the two renames: the previous one is the newest whole one
 
 def _fsync_dir(folder):
-    try: fd = os.open(folder, os.O_RDONLY)
-    except OSError: return
-    try: os.fsync(fd)
-    except OSError: pass
-    finally: os.close(fd)
+    "Flush `folder`'s entries (its renames) to the disk, where the file system allows it"
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try: os.fsync(fd)
+        finally: os.close(fd)
 
 def older_sharded(path, # The newest checkpoint's folder
                   i:int, # 1 for the one before the newest, 2 for the one before that, ...
@@ -238,12 +216,10 @@ def _publish(tmp:Path, path:Path, keep:int=1):
 # %% ../nbs/23_sharded.ipynb #d9d54ff7
 _MARK = b'fastaccum-shards'   # after the description's bytes: this mark, then their SHA-256
 
-def _group()->tuple:
-    "This process's rank and the number of processes (0 and 1 without a process group)"
-    return (torch.distributed.get_rank(), torch.distributed.get_world_size()) if _started() else (0, 1)
-
-def _everyone(mine:list, world:int)->list:
-    "What every process found (`mine` in each), one list"
+def _shared(f, names)->list:
+    "`f(name)` for each of `names`, each process doing every `W`-th of them (sorted); every process's results"
+    rank,world = _group()
+    mine = [f(n) for n in sorted(names)[rank::world]]
     if world == 1: return mine
     every = [None]*world
     torch.distributed.all_gather_object(every, mine)
@@ -251,13 +227,6 @@ def _everyone(mine:list, world:int)->list:
 
 def _sha(file:Path)->str:
     with open(file, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
-
-def _digests(folder:Path)->dict:
-    "The SHA-256 of each file of `folder` (but the description), each process hashing its share of them"
-    rank,world = _group()
-    names = sorted(p.name for p in folder.iterdir() if p.name != _MANIFEST)
-    return dict(_everyone([(n, _sha(folder/n)) for n in names[rank::world]], world))
-
 def _fix(path:Path)->str:
     "What to do about a damaged checkpoint at `path`"
     older = older_sharded(path, 1)
@@ -266,21 +235,27 @@ def _fix(path:Path)->str:
 
 def _check_digests(path:Path, digests:dict):
     "Every file of the checkpoint at `path` as it was written (each process checks its share); else a `CheckpointError`"
-    rank,world = _group()
-    names = sorted(digests)
-    bad = _everyone([n for n in names[rank::world] if not (path/n).is_file() or _sha(path/n) != digests[n]], world)
+    bad = [n for n,ok in _shared(lambda n: (n, (path/n).is_file() and _sha(path/n) == digests[n]), digests) if not ok]
     if bad: raise CheckpointError(f'`{path/bad[0]}` is damaged or missing: its contents do not match the checksum '
                                   f'written with the sharded checkpoint `{path}`. {_fix(path)}')
 
 def _write_manifest(folder:Path, manifest:dict):
-    "Write the description, with its checksum, flushed to the disk"
+    "Write the description, with the SHA-256 of every other file and its own, flushed to the disk"
+    others = [p.name for p in folder.iterdir() if p.name != _MANIFEST]
+    manifest['files'] = dict(_shared(lambda n: (n, _sha(folder/n)), others))   # (each process hashes its share)
+    if _group()[0]: return
     buf = io.BytesIO(); torch.save(manifest, buf)
     data = buf.getvalue()
     with open(folder/_MANIFEST, 'wb') as f:
         f.write(data + _MARK + hashlib.sha256(data).digest()); f.flush(); os.fsync(f.fileno())
 
-def _read_manifest(path:Path)->dict:
-    "The description of the checkpoint at `path`, if it is whole and of this version; else a `CheckpointError`"
+def _manifest(path)->tuple:
+    "The whole checkpoint at `path` (or set aside beside it, see above) and its description; else a `CheckpointError`"
+    path = _folder(path)
+    if not (path/_MANIFEST).exists() and (_aside(path)/_MANIFEST).exists(): path = _aside(path)
+    if not (path/_MANIFEST).exists() or not (path/'.metadata').exists():
+        raise CheckpointError(f'`{path}` is not a whole sharded checkpoint (no such folder, or a write that did not '
+                              'finish). Pass the folder save_sharded wrote, or start afresh.')
     data = (path/_MANIFEST).read_bytes()
     payload,mark,digest = data[:-48],data[-48:-32],data[-32:]
     if mark != _MARK or hashlib.sha256(payload).digest() != digest:
@@ -290,60 +265,41 @@ def _read_manifest(path:Path)->dict:
     if not isinstance(manifest, dict) or manifest.get('format') != _FORMAT:
         raise CheckpointError(f'`{path}` was written by another version of fastaccum. Start afresh, or load it with '
                               'the version that wrote it.')
-    return manifest
+    return path,manifest
 
 # %% ../nbs/23_sharded.ipynb #71a35844
-def _bare(model): return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-
 def _single(f, state:dict, path:Path):
     "A distributed checkpoint's `save` or `load` of `state` at `path` (in one process too, without a warning)"
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='torch.distributed is disabled, unavailable or uninitialized')
         return f(state, checkpoint_id=path, no_dist=not _started())
 
+def _weights(model)->dict:
+    "`model`'s state, its parameters sharded as they are (FSDP's root made to hold its shards again first)"
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+    _reshard(model)
+    return get_model_state_dict(model)
+def _shapes(tensors:dict)->dict: return {k: list(v.shape) for k,v in tensors.items()}
 def _names(model)->dict: return {id(p): n for n,p in model.named_parameters()}
+def _own_buffers(model, weights:dict)->dict:   # (BatchNorm's statistics: each process's own under FSDP, not sharded)
+    return {n: b for n,b in model.named_buffers() if n in weights}
 
 def _check_optimizer(opt):
     if opt is not None and not isinstance(opt, Optimizer):
         raise ValueError(f"`opt` must be a fastai Optimizer (SGD, Adam, RAdam, ...), got {type(opt).__name__}. Pass "
                          'learn.opt of a Learner made with a fastai opt_func, or opt=None to save the weights only.')
 
-def _opt_layout(model, opt)->dict:
-    "What a fastai optimizer's state is made of: its parameters by name, group by group, and its kind"
-    names = _names(model)
-    steps = [getattr(getattr(f, 'func', f), '__name__', type(f).__name__) for f in opt.cbs]   # (partials by name)
-    return dict(kind=[type(opt).__name__] + steps,
-                groups=[[names[id(p)] for p in pg] for pg in opt.param_lists])
-
-def _opt_parts(model, opt):
-    "The optimizer's tensors (for the distributed checkpoint) and the rest (for the manifest), by parameter name"
+def _opt_parts(model, opt)->tuple:
+    "The optimizer's tensors (for the distributed checkpoint) and its description (for the manifest), by parameter"
     names,tensors,rest = _names(model),{},{}
     for p,_,state,_ in opt.all_params():
-        name = names[id(p)]
-        tensors[name] = {k: v for k,v in state.items() if isinstance(v, torch.Tensor)}
-        rest[name] = {k: v for k,v in state.items() if not isinstance(v, torch.Tensor)}
-    shapes = {n: {k: (list(v.shape), str(v.dtype).replace('torch.', '')) for k,v in ts.items()}
-              for n,ts in tensors.items()}
-    return tensors,rest,shapes
-
-def _own_buffers(model, weights:dict)->dict:
-    "The model's buffers in its state (BatchNorm's statistics): each process's own under FSDP (not sharded)"
-    return {n: b for n,b in model.named_buffers() if n in weights}
-
-def _contents(model, opt, extra)->tuple:
-    "What a checkpoint holds: the tensors (every process's shards, and its own buffers), and process 0's description"
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
-    rank,world = _group()
-    _reshard(model)
-    weights = get_model_state_dict(model)
-    state = {'model': weights, f'buffers{rank}': _own_buffers(model, weights)}
-    manifest = dict(format=_FORMAT, world_size=world, extra=extra, optimizer=None,
-                    parameters={k: list(v.shape) for k,v in weights.items()})
-    if opt is not None:
-        tensors,rest,shapes = _opt_parts(model, opt)
-        state['opt'] = tensors
-        manifest['optimizer'] = dict(_opt_layout(model, opt), hypers=deepcopy(opt.hypers), rest=rest, shapes=shapes)
-    return state,manifest
+        tensors[names[id(p)]] = {k: v for k,v in state.items() if isinstance(v, torch.Tensor)}
+        rest[names[id(p)]] = {k: v for k,v in state.items() if not isinstance(v, torch.Tensor)}
+    shapes = {n: {k: (list(v.shape), str(v.dtype)[len('torch.'):]) for k,v in ts.items()} for n,ts in tensors.items()}
+    steps = [getattr(getattr(f, 'func', f), '__name__', type(f).__name__) for f in opt.cbs]   # (partials by name)
+    groups = [[names[id(p)] for p in pg] for pg in opt.param_lists]
+    return tensors,dict(kind=[type(opt).__name__] + steps, groups=groups, hypers=deepcopy(opt.hypers), rest=rest,
+                        shapes=shapes)
 
 def _temporary(path:Path)->Path:
     "A temporary folder beside `path`, the same for every process (process 0 clears what killed writes left first)"
@@ -354,15 +310,6 @@ def _temporary(path:Path)->Path:
         remove_partial_sharded(path)
     return path.with_name(f'.{path.name}.{token[0]}.tmp')
 
-def _write_failure(path, e):
-    "A `CheckpointError` for a write that failed on the disk (a full disk, a folder not writable); else `None`"
-    from torch.distributed.checkpoint.api import CheckpointException
-    failed = [x for x,_ in e.failures.values()] if isinstance(e, CheckpointException) else [e]
-    cause = next((x for x in failed if isinstance(x, OSError)), None)
-    if cause is None: return None
-    return CheckpointError(f'Could not write the sharded checkpoint {path}: {cause.strerror or cause}. The '
-                           'checkpoint written before it is left as it was.')
-
 def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
                  model:nn.Module, # The model: sharded with `fully_shard` (each process writes its shards), or not
                  opt:Optimizer|None=None, # A fastai optimizer, whose state is saved with the weights
@@ -372,33 +319,26 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
     "Write `model`'s weights and `opt`'s state, every process its own shards, as one checkpoint published atomically"
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
-    path,model = _folder(path),_bare(model)
-    _check_optimizer(opt)
+    path,model,_ = _folder(path),bare_model(model),_check_optimizer(opt)
     check_positive_int('keep', keep, 'Pass how many checkpoints to keep, e.g. keep=1 (the newest only).')
-    tmp,(rank,_) = _temporary(path),_group()
-    state,manifest = _contents(model, opt, extra)
+    (rank,world),tmp,weights = _group(),_temporary(path),_weights(model)
+    state = {'model': weights, f'buffers{rank}': _own_buffers(model, weights)}
+    manifest = dict(format=_FORMAT, world_size=world, extra=extra, optimizer=None, parameters=_shapes(weights))
+    if opt is not None: state['opt'],manifest['optimizer'] = _opt_parts(model, opt)
     try:
         _single(dcp.save, state, tmp)   # each process its shards; process 0 the layout (`.metadata`)
-        manifest['files'] = _digests(tmp)
-        if rank == 0: _write_manifest(tmp, manifest)
+        _write_manifest(tmp, manifest)
         if _started(): torch.distributed.barrier()
         if rank == 0: _publish(tmp, path, keep)
         if _started(): torch.distributed.barrier()
-    except (OSError, CheckpointException) as e:
-        error = _write_failure(path, e)
-        if error is None: raise
-        raise error from e
+    except (OSError, CheckpointException) as e:   # a full disk, a folder not writable: a clear error; else as it is
+        failed = [x for x,_ in e.failures.values()] if isinstance(e, CheckpointException) else [e]
+        cause = next((x for x in failed if isinstance(x, OSError)), None)
+        if cause is None: raise
+        raise CheckpointError(f'Could not write the sharded checkpoint {path}: {cause.strerror or cause}. The '
+                              'checkpoint written before it is left as it was.') from e
 
 # %% ../nbs/23_sharded.ipynb #5443ec40
-def _manifest(path:Path)->tuple:
-    "The whole checkpoint at `path` (or set aside beside it, see above) and its description; else a clear error"
-    path = _folder(path)
-    if not (path/_MANIFEST).exists() and (_aside(path)/_MANIFEST).exists(): path = _aside(path)
-    if not (path/_MANIFEST).exists() or not (path/'.metadata').exists():
-        raise CheckpointError(f'`{path}` is not a whole sharded checkpoint (no such folder, or a write that did not '
-                              'finish). Pass the folder save_sharded wrote, or start afresh.')
-    return path,_read_manifest(path)
-
 def sharded_extra(path, # A checkpoint's folder, written by `save_sharded`
                  ):
     "The `extra` a checkpoint was saved with, read without loading its weights (to check it before loading them)"
@@ -407,10 +347,7 @@ def sharded_extra(path, # A checkpoint's folder, written by `save_sharded`
 def model_shapes(model:nn.Module, # A model, sharded or not
                 )->dict:
     "The shape of each tensor of `model`'s state, whole (a sharded parameter's full shape), as a checkpoint records it"
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
-    model = _bare(model)
-    _reshard(model)
-    return {k: list(v.shape) for k,v in get_model_state_dict(model).items()}
+    return _shapes(_weights(bare_model(model)))
 
 # %% ../nbs/23_sharded.ipynb #a44b010a
 def _differences(saved:dict, now:dict, what:str)->list:
@@ -428,7 +365,7 @@ def _opt_target(path, model, opt, saved)->dict:
     "Tensors for the optimizer's state to be read into (each as the checkpoint holds it), once its layout is checked"
     if saved is None: raise CheckpointError(f'`{path}` holds no optimizer state (it was saved with opt=None). '
                                             'Pass opt=None to load the weights only.')
-    layout = _opt_layout(model, opt)
+    layout = _opt_parts(model, opt)[1]
     if layout['kind'] != saved['kind']:
         _refuse(path, [f"the optimizer {' + '.join(saved['kind'])} in the checkpoint, "
                        f"{' + '.join(layout['kind'])} now"], 'Make the optimizer as when it was written.')
@@ -437,16 +374,10 @@ def _opt_target(path, model, opt, saved)->dict:
                        f"in the checkpoint, {[len(g) for g in layout['groups']]} now (or others)"],
                 'Freeze (or split) the model as when it was written.')
     params = dict(model.named_parameters())
-    def like(name, shape, dtype):
-        p,dtype = params[name],getattr(torch, dtype)
-        if list(p.shape) == shape: return torch.zeros_like(p, dtype=dtype)   # (sharded as the parameter is)
-        return torch.zeros(shape, dtype=dtype, device=p.device)
-    return {n: {k: like(n, shape, dtype) for k,(shape,dtype) in ts.items()} for n,ts in saved['shapes'].items()}
-
-def _put_back_opt(model, opt, saved:dict, tensors:dict):
-    names = _names(model)
-    state = [{**saved['rest'][names[id(p)]], **tensors[names[id(p)]]} for p,*_ in opt.all_params()]
-    opt.load_state_dict(dict(state=state, hypers=deepcopy(saved['hypers'])))
+    def like(p, shape, dtype):   # (sharded as the parameter is, where it has the shape)
+        if list(p.shape) == shape: return torch.zeros_like(p, dtype=getattr(torch, dtype))
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device=p.device)
+    return {n: {k: like(params[n], *sd) for k,sd in ts.items()} for n,ts in saved['shapes'].items()}
 
 def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with any number of processes)
                  model:nn.Module, # The model to load the weights into: sharded over any number of processes, or not
@@ -454,13 +385,11 @@ def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with 
                 ):
     "Load a checkpoint of `save_sharded` into `model` (and `opt`), however the processes share it now; return `extra`"
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
-    path,model = _folder(path),_bare(model)
-    _check_optimizer(opt)
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict
+    model,_ = bare_model(model),_check_optimizer(opt)
     path,manifest = _manifest(path)
-    _reshard(model)
-    weights = get_model_state_dict(model)
-    differences = _differences(manifest['parameters'], {k: list(v.shape) for k,v in weights.items()}, 'model')
+    weights = _weights(model)
+    differences = _differences(manifest['parameters'], _shapes(weights), 'model')
     if differences: _refuse(path, differences, 'Load it into the model that wrote it.')
     (rank,world),target = _group(),{'model': weights}
     own = f'buffers{rank}'   # (this process's buffers, with as many processes; else process 0's, in `model`)
@@ -472,5 +401,8 @@ def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with 
     mine = _own_buffers(model, weights)
     with torch.no_grad():
         for n,b in target.get(own, {}).items(): mine[n].copy_(b)
-    if opt is not None: _put_back_opt(model, opt, manifest['optimizer'], target['opt'])
+    if opt is not None:
+        saved,names = manifest['optimizer'],_names(model)
+        state = [{**saved['rest'][names[id(p)]], **target['opt'][names[id(p)]]} for p,*_ in opt.all_params()]
+        opt.load_state_dict(dict(state=state, hypers=deepcopy(saved['hypers'])))
     return manifest['extra']
