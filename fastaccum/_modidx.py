@@ -1009,5 +1009,6 @@ d = { 'settings': { 'branch': 'main',
                                   'fastaccum.window.AccumWindow.plan': ('window.html#accumwindow.plan', 'fastaccum/window.py'),
                                   'fastaccum.window.AccumWindow.reset': ('window.html#accumwindow.reset', 'fastaccum/window.py'),
                                   'fastaccum.window.AccumWindow.weight': ('window.html#accumwindow.weight', 'fastaccum/window.py'),
+                                  'fastaccum.window._number': ('window.html#_number', 'fastaccum/window.py'),
                                   'fastaccum.window.plan_epoch': ('window.html#plan_epoch', 'fastaccum/window.py'),
                                   'fastaccum.window.whole_units': ('window.html#whole_units', 'fastaccum/window.py')}}}
