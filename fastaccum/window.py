@@ -44,7 +44,7 @@ class AccumWindow:
         return 1. if self.reduction == 'sum' else self.size if self.by_items else self.size*self.items_per_sample
 
     def plan(self, amount, is_last:bool, left=None)->str:
-        "The next micro-batch (adding `amount`; the epoch's last or not; `left` from it on, if known): STEP, ACCUM, SKIP"
+        "The next micro-batch (adding `amount`; the epoch's last or not; `left` from it on, if known): STEP/ACCUM/SKIP"
         if not self.held and self.drop_last and left is not None and left < self.size: self.dropping = True
         if self.dropping: return SKIP
         return STEP if self.held + amount >= self.size or (is_last and not self.drop_last) else ACCUM
@@ -65,7 +65,7 @@ class AccumWindow:
         return factor
 
     def add(self, n:int, items, loss=None, amount=None):
-        "Count a micro-batch of `n` samples, `items`, whose gradient is in the window (`amount`: what it adds, if not those)"
+        "Count a micro-batch of `n` samples, `items`, whose gradient is in the window (`amount`: what it adds, if not so)"
         self.held += (items if self.by_items else n) if amount is None else amount
         self.samples,self.last,self.items = self.samples+n,n,self.items+items
         if loss is not None: self.losses.append((loss, items))   # (combined once, at the step)
