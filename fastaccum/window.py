@@ -65,7 +65,7 @@ class AccumWindow:
         return factor
 
     def add(self, n:int, items, loss=None, amount=None):
-        "Count a micro-batch of `n` samples, `items`, whose gradient is in the window (`amount`: what it adds, if not so)"
+        "Count a micro-batch of `n` samples, `items`, whose gradient is in the window (`amount`: what it adds, if not)"
         self.held += (items if self.by_items else n) if amount is None else amount
         self.samples,self.last,self.items = self.samples+n,n,self.items+items
         if loss is not None: self.losses.append((loss, items))   # (combined once, at the step)
