@@ -147,18 +147,13 @@ def stateful_error(stateful:str, n:int, size:int, what:str='micro_batch_size')->
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
 class BatchRunner(WindowListener):
-    "Runs each loader batch through fastai's events: whole, split into pieces of at most `size`, GradCache's two passes"
-    def __init__(self,
-        learn, # The `Learner`
-        size:int|None=None, # The largest piece a training batch runs in (`None`: whole)
-        auto:bool=False, # On running out of memory, halve `size` and run again (the window, or the batch)
-        tune:bool=False, # Time `size`, half and a quarter of it over the first windows, and keep the fastest
-        infer_size:int|None=None, # The largest piece an inference batch runs in (`None`: whole)
-        whole=None, # A `WholeBatchLoss`: training batches run in GradCache's two passes (pieces of `size`)
-        sync=None, # The fit's `WindowSync`, which tells the processes that one ran out of memory
-        on_redo=None, # `on_redo()`: the window is undone, to be run again (the accumulation callback empties it)
-        count=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`; `None`: unchecked)
-    ):
+    """Runs each loader batch through fastai's events: whole, in pieces of at most `size` (inference: `infer_size`), or
+    in GradCache's two passes (`whole`, a `WholeBatchLoss`). With `auto`, running out of memory halves the size and runs
+    again (`sync`, the fit's `WindowSync`, tells the other processes; `on_redo()`, the accumulation callback); `tune`
+    times `size`, half and a quarter of it, and keeps the fastest; `count()` (the callback's `count_samples`) checks
+    where a batch's samples lie"""
+    def __init__(self, learn, size:int|None=None, auto:bool=False, tune:bool=False, infer_size:int|None=None,
+                 whole=None, sync=None, on_redo=None, count=None):
         for name,value in (('size', size), ('infer_size', infer_size)):
             check_optional_int(name, value, 'Pass the largest piece in samples, or None for whole batches.')
         check_bool('auto', auto); check_bool('tune', tune)
@@ -211,7 +206,8 @@ class BatchRunner(WindowListener):
     def _whole_events(self, i, b, forward, backward=None):
         "One batch of fastai's events, with `forward` (and `backward`) for the model's"
         learn = self.learn
-        learn.iter,_ = i,learn._split(learn._set_device(b))
+        learn.iter = i
+        learn._split(learn._set_device(b))
         learn._with_events(lambda: fastai_batch(learn, forward, backward), 'batch', CancelBatchException)
 
     def _split(self, i, b):
