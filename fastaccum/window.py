@@ -79,8 +79,7 @@ class AccumWindow:
 
 # %% ../nbs/40_window.ipynb #774f1972
 def plan_epoch(sizes:list, size:int, drop_last:bool=False, look_ahead:bool=True)->list:
-    """What happens to each micro-batch of an epoch (`sizes`: their samples) with windows of `size`: `STEP`, `ACCUM` or
-    `SKIP` (with `look_ahead` the samples left are known: a window that cannot fill with `drop_last` is skipped)"""
+    "Each micro-batch of an epoch (`sizes`: its samples) with windows of `size`: `STEP`, `ACCUM` or `SKIP` (unrun)"
     for n in sizes: check_count('sizes', n, 'Pass the samples of each micro-batch, e.g. [16, 16, 4].')
     window,plans,left = AccumWindow(size, drop_last),[],sum(sizes) if check_bool('look_ahead', look_ahead) else None
     for i,n in enumerate(sizes):
@@ -92,8 +91,7 @@ def plan_epoch(sizes:list, size:int, drop_last:bool=False, look_ahead:bool=True)
 
 # %% ../nbs/40_window.ipynb #2662d290
 def whole_units(value:float, unit:int=1, lo:int|None=None, hi:int|None=None)->int:
-    """`value` (samples or items) rounded down to whole `unit`s (a micro-batch's samples times the processes; 1 for
-    items), at least one, within `lo`..`hi` rounded inwards (`lo` up; `hi` down, but never below `lo`)"""
+    "`value` rounded down to whole `unit`s (1 for items), at least one, within `lo`..`hi` rounded inwards"
     check_count('value', value, 'Pass a batch size.')
     check_positive_int('unit', unit, 'Pass the samples a window grows by, e.g. 16.')
     for name,bound in (('lo', lo), ('hi', hi)): check_optional_int(name, bound, 'Pass a batch size, or None.')
