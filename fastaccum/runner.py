@@ -379,14 +379,12 @@ def _copy(v): return v.clone() if isinstance(v, torch.Tensor) else list(v) if is
 def _snapshot(learn):
     "What a window changes before its step, to undo"
     recorder,wandb = getattr(learn, 'recorder', None),getattr(learn, 'wandb', None)
-    metrics,logs = [],[]
+    metrics,logs = [],[l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
     if recorder is not None:
         metrics = [recorder.smooth_loss, recorder.loss, *recorder.metrics]
-        logs = [recorder.losses, recorder.lrs, *getattr(recorder, 'hps', {}).values()]
+        logs += [recorder.losses, recorder.lrs, *getattr(recorder, 'hps', {}).values()]
         if hasattr(recorder, 'accum_bs'): logs.append(recorder.accum_bs)
-    logs += [l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
-    norms = [m for m in learn.model.modules() if isinstance(m, _NormBase)]
-    buffers = [t for m in norms for t in m.buffers()]
+    buffers = [t for m in learn.model.modules() if isinstance(m, _NormBase) for t in m.buffers()]
     return dict(pct_train=learn.pct_train, train_iter=learn.train_iter, logs=[(l, len(l)) for l in logs],
                 metrics=[(m, {k: _copy(v) for k,v in vars(m).items()}) for m in metrics],
                 buffers=[(t, t.clone()) for t in buffers], wandb_epoch=getattr(wandb, '_wandb_epoch', None))
@@ -423,12 +421,11 @@ class SizeTrials:
         if isinstance(self.current, int) and window.held >= window.size:
             self.seconds[self.current] = (_clock() - self.start)/window.samples
         if len(self.seconds) < len(self.sizes): return size
-        times = [self.seconds[s] for s in self.sizes]
-        dist = torch.distributed
+        times,dist = [self.seconds[s] for s in self.sizes],torch.distributed
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             times = all_reduce_sums(times, next(self.learn.model.parameters()).device)
         self.chosen = True
-        return self.sizes[min(range(len(times)), key=times.__getitem__)]
+        return self.sizes[times.index(min(times))]
 
 # %% ../nbs/43_runner.ipynb #a3a15b8d
 def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
