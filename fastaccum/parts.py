@@ -224,8 +224,7 @@ if not hasattr(Learner.__getstate__, '__wrapped__'): Learner.__getstate__ = _get
 
 # %% ../nbs/42_parts.ipynb #81312e0d
 def fit_running(learn, event:bool=False)->bool:
-    """Whether `learn.fit` is running now (an event of a validation inside it), rather than ended or never started;
-    with `event`, whether the event dispatched now is the fit's own (not a validation's, `summary`'s or `tta`'s)"""
+    "Whether `learn.fit` runs now; with `event`, whether the event dispatched now is its own (not a validation's)"
     fit = next((scope for scope in reversed(_SCOPES.get(learn, ())) if scope.fit), None)
     return fit is not None and (not event or (fit.phase != RUNNING and not learn.lock.locked()))
 

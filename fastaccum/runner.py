@@ -74,8 +74,7 @@ def _same_values(outputs):
 def _rows_alike(t): return bool((t == t[:1]).all())
 
 def concat_outputs(outputs:list, sizes:list|None=None):
-    """The `outputs` of consecutive pieces of `sizes` samples put together along the batch dimension; what is not per
-    sample passed through once"""
+    "The `outputs` of consecutive pieces (of `sizes` samples) joined along the batch; what is not per sample once"
     if not isinstance(outputs, (list, tuple)) or not outputs:
         raise ValueError(f'concat_outputs: `outputs` must be a non-empty list of the pieces\' outputs, '
                          f'got {outputs!r}.')
@@ -101,8 +100,7 @@ def concat_outputs(outputs:list, sizes:list|None=None):
 
 # %% ../nbs/43_runner.ipynb #899428ee
 def fastai_batch(learn, forward, backward=None):
-    """fastai's `Learner._do_one_batch` (and `_do_grad_opt`), with `forward(xb)` for the model's call and `backward()`
-    for `learn.loss_grad.backward()` (`None`: fastai's own)"""
+    "fastai's `_do_one_batch` (and `_do_grad_opt`) with `forward(xb)` for the model's call and `backward()` for its own"
     learn.pred = forward(learn.xb)
     learn('after_pred')
     if len(learn.yb):
@@ -134,8 +132,7 @@ def stateful_module(model)->str|None:
     return None
 
 def stateful_error(stateful:str, n:int, size:int, what:str='micro_batch_size')->ValueError:
-    """The error refusing to run a batch of `n` samples in pieces of `size` (split by `what`: e.g. 'whole_batch_loss',
-    'inference'), for a model with state between batches (`stateful`: what `stateful_module` found)"""
+    "The error refusing to split a batch of `n` in pieces of `size` (by `what`) for a model keeping state (`stateful`)"
     if what == 'inference': fix = (f'Pass inference batches of at most {size} samples (a validation loader with a '
                                    'smaller batch), or micro_batch_size=None.')
     else: fix = ('Use a loader batch that fits in memory without splitting (micro_batch_size=None, or one >= the '
@@ -269,8 +266,7 @@ class BatchRunner(WindowListener):
         self.told = self.size
 
     def _smaller(self, run, n:int, size:str='size', undo=None, agree:bool=True):
-        """`run()`; with `auto`, after running out of memory: free it, halve the attribute `size` (`n`, the batch's
-        samples, if none), `undo()` what the failed run changed, and run again (`agree`: a window all processes run)"""
+        "`run()`; with `auto`, on running out of memory: free it, halve the attribute `size`, `undo()`, and run again"
         while True:
             try: return run()
             except BaseException as e:
@@ -329,8 +325,7 @@ def _autocast(learn): return getattr(getattr(learn, 'mixed_precision', None), 'a
 
 # %% ../nbs/43_runner.ipynb #d8b0c0e3
 def check_layout(learn, count, b, n:int, k:int):
-    """Refuse a batch `b` of `n` rows cut in pieces of `k` whose samples `count()` (the callback's `count_samples`)
-    finds along another dimension"""
+    "Refuse a batch `b` of `n` rows cut in pieces of `k` whose samples `count()` finds along another dimension"
     saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
     try:
         for size,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
