@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools, weakref
 from typing import NamedTuple
 from fastai.learner import Learner
-from fastai.callback.core import CancelFitException
 
 # %% auto #0
 __all__ = ['STARTING', 'RUNNING', 'ENDING', 'Releases', 'Attached', 'Weighed', 'WindowListener', 'Listeners', 'find_cb',
@@ -34,46 +33,35 @@ class Releases:
         self.undos.append((self.owner, fn, args, kwargs))
         return fn
 
-    def replace(self,
-        obj, # The object (a Learner, a callback, a layer)
-        name:str, # The attribute to set on the instance (a method, a flag)
-        value, # Its value until the stack closes
-    ):
+    def replace(self, obj, name:str, value):
         "Set `obj.name = value` on the instance (past fastai's checks), to be put back as it was on `close`"
         d = vars(obj)
         self.callback(_put_back, obj, name, name in d, d.get(name))
         object.__setattr__(obj, name, value)
         return value
 
-    def hook(self,
-        handle, # A `torch.utils.hooks.RemovableHandle` (what `register_hook` and its kin return)
-    ):
-        "Remove the hook on `close`"
+    def hook(self, handle):
+        "Remove the hook `handle` (what `register_hook` and its kin return) on `close`"
         self.callback(handle.remove)
         return handle
 
     def close(self):
         "Undo every install (a part's view: its owner's), last first; each undo runs, the first error is raised after"
-        undos,owner,error = self.undos,self.owner,None
-        i = len(undos)
+        undos,error,i = self.undos,None,len(self.undos)
         while i:
             i = min(i, len(undos)) - 1   # (an undo may close a part itself: read the list as it is now)
-            if owner is not None and undos[i][0] is not owner: continue
+            if self.owner is not None and undos[i][0] is not self.owner: continue
             _,fn,args,kwargs = undos.pop(i)
             try: fn(*args, **kwargs)
             except BaseException as e: error = error or e
         if error is not None: raise error
 
-    def restored(self,
-        obj, # The object whose state it is (a Learner)
-        state:dict, # A copy of `obj.__dict__` (what `__getstate__` pickles)
-    )->dict:
-        "`state` as `close` would leave it: this stack's installs on `obj` put back (last first), none undone on `obj`"
+    def restored(self, obj, state:dict)->dict:
+        "`state` (a copy of `obj.__dict__`) as `close` would leave it: the installs on `obj` put back, none undone"
         for _,fn,args,_ in reversed(self.undos):
-            if fn is not _put_back or args[0] is not obj: continue
-            _,name,had,old = args
-            if had: state[name] = old
-            else: state.pop(name, None)
+            if fn is _put_back and args[0] is obj:
+                if args[2]: state[args[1]] = args[3]
+                else: state.pop(args[1], None)
         return state
 
     def __enter__(self): return self
@@ -117,37 +105,24 @@ class Listeners:
     def add(self, *parts):
         "Listen with `parts` too"
         self.parts += parts
-        # (made at every fit, and empty between fits: one pass over the parts, each handler looked up once)
-        handlers = {event: [] for event in _EVENTS}
-        for part in self.parts:
-            for event,found in handlers.items():
-                handler = _handler(part, event)
-                if handler is not None: found.append(handler)
-        vars(self).update(handlers)
+        vars(self).update({e: [h for h in (_handler(p, e) for p in self.parts) if h is not None] for e in _EVENTS})
 
 def _handler(part, event):
     "`part`'s handler of `event` if it handles it: it defines it (on its class, or itself), and (if it says) wants it"
-    handler = getattr(part, event)
+    handler,wants = getattr(part, event),getattr(part, 'wants', None)
     if getattr(handler, '__func__', handler) is getattr(WindowListener, event): return None
-    wants = getattr(part, 'wants', None)
     return handler if wants is None or wants(event) else None
 
 # %% ../nbs/42_parts.ipynb #4054bbfb
-def find_cb(learn, # A `Learner`
-            cls:type, # The callback class (or a tuple of classes) to find
-           ):
-    "The Learner's callback that is a `cls` (a subclass counts), or `None`"
-    for cb in learn.cbs:   # (a loop, not a generator: it runs as every fit starts)
-        if isinstance(cb, cls): return cb
-    return None
+def find_cb(learn, cls:type):
+    "`learn`'s callback that is a `cls` (a class or a tuple of them; a subclass counts), or `None`"
+    return next((cb for cb in learn.cbs if isinstance(cb, cls)), None)
 
 # %% ../nbs/42_parts.ipynb #e620dc6e
 class SizeAdvisor:
     "A callback that can decide the batch size: with `adapt`, the accumulation's policy follows `suggested_bs()`"
     adapt,min_bs,max_bs = False,None,None   # (whether it decides; the least and largest batch it may set)
-    def suggested_bs(self)->float:
-        "The batch size it suggests now (NaN while it cannot tell)"
-        return float('nan')
+    def suggested_bs(self)->float: return float('nan')   # the batch size it suggests now (NaN while it cannot tell)
 
 # %% ../nbs/42_parts.ipynb #7d4e47f3
 class _Installed:
@@ -157,20 +132,15 @@ class _Installed:
     def __reduce__(self): return self.replaced.__reduce__()
 
 STARTING,RUNNING,ENDING = range(3)   # a fit's phases: its `before_fit`, its epochs (`_do_fit`), its `after_fit`
-# each Learner's open scopes, the innermost last: one registry, kept on `Learner`, even if this code runs again (a
-# notebook that defines it after importing the package: both read the same scopes)
+# each Learner's open scopes, the innermost last, kept on `Learner` (a notebook that runs this again reads the same)
 _SCOPES = vars(Learner).get('_fastaccum_scopes')
 if _SCOPES is None: Learner._fastaccum_scopes = _SCOPES = weakref.WeakKeyDictionary()
 
 class FitScope:
     "One fit of a Learner (or a context outside one): every fastaccum callback's installs, on one `Releases`"
-    def __init__(self,
-        learn:Learner, # The Learner it belongs to
-        fit:bool=True, # Opened by `Learner.fit` (else a context: `validate`, `summary`, `tta` outside a fit)
-    ):
+    def __init__(self, learn:Learner, fit:bool=True):   # (`fit`: opened by `Learner.fit`; else a context's)
         self.fit,self.releases,self.phase,self.n_steps,self._step,self._ends = fit,Releases(),STARTING,0,None,[]
-        self._skip = None   # (the batch whose step is skipped, if fastai takes it)
-        self.learn = weakref.ref(learn)   # (a scope does not keep its Learner alive)
+        self._skip,self.learn = None,weakref.ref(learn)   # (a batch whose step is skipped; the Learner, not kept alive)
         _SCOPES.setdefault(learn, []).append(self)
 
     @classmethod
@@ -186,9 +156,7 @@ class FitScope:
         return cls(learn, fit=False) if scope is None else scope
 
     @property
-    def open(self)->bool:
-        "Whether the scope is still open"
-        return self in _SCOPES.get(self.learn(), ())
+    def open(self)->bool: return self in _SCOPES.get(self.learn(), ())
 
     def ending(self, end):
         "Call `end()` as the scope closes, before any install is undone (a part ends its fit as the Learner was)"
@@ -204,10 +172,9 @@ class FitScope:
 
     def count_steps(self)->FitScope:
         "Count the optimizer's steps from now on (once per fit): the scope's `_step` is the Learner's for the fit"
-        learn = self.learn()
         if self._step is None:
-            self._step = learn._step
-            self.releases.replace(learn, '_step', _Installed(self._counted_step, learn._step))
+            self._step = self.learn()._step
+            self.releases.replace(self.learn(), '_step', _Installed(self._counted_step, self._step))
         return self
 
     def skip_step(self, xb):
@@ -215,9 +182,8 @@ class FitScope:
         self._skip = xb
 
     def _counted_step(self):
-        if self._skip is not None:
-            skip,self._skip = self._skip,None
-            if self.learn().xb is skip: return
+        skip,self._skip = self._skip,None
+        if skip is not None and self.learn().xb is skip: return
         self._step()
         self.n_steps += 1
 
@@ -257,17 +223,12 @@ def _getstate(self:Learner)->dict:
 if not hasattr(Learner.__getstate__, '__wrapped__'): Learner.__getstate__ = _getstate   # (once, as `fit`)
 
 # %% ../nbs/42_parts.ipynb #81312e0d
-def fit_running(learn, # A `Learner`
-                event:bool=False, # Whether the event dispatched now must be the fit's own (not a validation's,
-                                  # `summary`'s or `tta`'s, which fire `before_fit` and `after_fit` too)
-               )->bool:
-    "Whether `learn.fit` is running now (an event of a validation inside it), rather than ended or never started"
+def fit_running(learn, event:bool=False)->bool:
+    "Whether `learn.fit` runs now; with `event`, whether the event dispatched now is its own (not a validation's)"
     fit = next((scope for scope in reversed(_SCOPES.get(learn, ())) if scope.fit), None)
-    if fit is None: return False
-    return not event or (fit.phase != RUNNING and not learn.lock.locked())
+    return fit is not None and (not event or (fit.phase != RUNNING and not learn.lock.locked()))
 
 # %% ../nbs/42_parts.ipynb #776ffb87
-def inside_fit(learn, # A `Learner`
-              )->bool:
+def inside_fit(learn)->bool:
     "Whether the event dispatched now is of something run inside a fit (a validation, `summary`, `tta`), not its own"
     return fit_running(learn) and not fit_running(learn, event=True)

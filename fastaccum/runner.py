@@ -10,14 +10,14 @@ import gc, numbers, time
 from contextlib import nullcontext
 from itertools import accumulate
 import torch
-from fastcore.basics import store_attr, patch
+from fastcore.basics import store_attr
 from fastcore.xtras import modify_exception
 from fastai.callback.core import (CancelBatchException, CancelBackwardException, CancelStepException,
                                   TrainEvalCallback)
 from fastai.callback.schedule import ParamScheduler
 from fastai.torch_core import find_bs, apply
 from .plan import split_sizes
-from .checks import check_positive_int, check_bool
+from .checks import check_positive_int, check_optional_int, check_bool
 from .parts import WindowListener, Releases
 from .distributed import all_reduce_sums, no_sync_model, OutOfMemoryElsewhere
 from .integrations import log_beside_step
@@ -37,38 +37,24 @@ _NormBase = private(torch.nn.modules.batchnorm, '_NormBase')   # (the base of Ba
 _OOM_SIGNS = ('out of memory', 'CUBLAS_STATUS_ALLOC_FAILED', 'CUDNN_STATUS_ALLOC_FAILED',
               'CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input')
 
-def is_out_of_memory(e:BaseException, # An exception
-                    )->bool:
+def is_out_of_memory(e:BaseException)->bool:
     "Whether `e` is the device running out of memory: `torch.OutOfMemoryError`, or the cuBLAS/cuDNN errors it shows as"
-    if isinstance(e, torch.OutOfMemoryError): return True
-    return isinstance(e, RuntimeError) and any(s in str(e) for s in _OOM_SIGNS)
+    return isinstance(e, torch.OutOfMemoryError) or isinstance(e, RuntimeError) and any(s in str(e) for s in _OOM_SIGNS)
 
 # %% ../nbs/43_runner.ipynb #b01fc44a
-def slice_batch(b, # A batch: tensors, possibly in tuples, lists or dicts
-                n:int, # Its samples: tensors whose first dimension is `n` are cut, others kept whole
-                start:int, end:int, # The samples to keep
-               ):
-    "Samples `start:end` of the batch `b`"
-    if not (_is_int(n) and _is_int(start) and _is_int(end) and 0 <= start <= end <= n):
+def slice_batch(b, n:int, start:int, end:int):
+    "Samples `start:end` of the batch `b` of `n` samples (tensors in tuples, lists, dicts); what is not per sample kept"
+    if not (all(map(_is_int, (n, start, end))) and 0 <= start <= end <= n):
         raise ValueError(f'slice_batch: `start={start!r}` and `end={end!r}` must be ints with 0 <= start <= end <= n '
                          f'(n={n!r}, the samples of the batch). Pass the first sample to keep and the one after '
                          'the last.')
-    return _slice(b, n, start, end)
+    return apply(lambda t: t[start:end] if isinstance(t, torch.Tensor) and t.ndim and t.shape[0] == n else t, b)
 
-def _slice(b, n, start, end):
-    if isinstance(b, torch.Tensor): return b[start:end] if b.ndim and b.shape[0] == n else b
-    if isinstance(b, (tuple, list)): return type(b)(_slice(o, n, start, end) for o in b)
-    if isinstance(b, dict): return {k: _slice(o, n, start, end) for k,o in b.items()}
-    return b
-
-def pieces(n:int, # Samples in the batch
-           size:int|None, # The largest piece (`None`: the batch whole)
-          ):
-    "`(start, samples)` of each piece of a batch of `n` samples, as even as possible"
+def pieces(n:int, size:int|None)->list:
+    "`(start, samples)` of each piece of at most `size` (`None`: whole) of a batch of `n`, as even as possible"
     if not _is_int(n) or n < 0:
         raise ValueError(f'pieces: `n` must be the samples of the batch, an int >= 0, got {n!r}.')
-    if size is not None:
-        check_positive_int('size', size, 'Pass the largest piece in samples, or None for the whole batch.')
+    check_optional_int('size', size, 'Pass the largest piece in samples, or None for the whole batch.')
     if n == 0: return [(0, 0)]   # an empty batch runs once, as it is
     sizes = split_sizes(n, min(size or n, n))
     return list(zip(accumulate(sizes, initial=0), sizes))
@@ -87,10 +73,8 @@ def _same_values(outputs):
 
 def _rows_alike(t): return bool((t == t[:1]).all())
 
-def concat_outputs(outputs:list, # The model's outputs for consecutive pieces of a batch
-                   sizes:list|None=None, # The pieces' samples (to tell per-sample tensors from the others)
-                  ):
-    "The outputs of pieces put together along the batch dimension; what is not per sample passed through once"
+def concat_outputs(outputs:list, sizes:list|None=None):
+    "The `outputs` of consecutive pieces (of `sizes` samples) joined along the batch; what is not per sample once"
     if not isinstance(outputs, (list, tuple)) or not outputs:
         raise ValueError(f'concat_outputs: `outputs` must be a non-empty list of the pieces\' outputs, '
                          f'got {outputs!r}.')
@@ -115,11 +99,8 @@ def concat_outputs(outputs:list, # The model's outputs for consecutive pieces of
     return first
 
 # %% ../nbs/43_runner.ipynb #899428ee
-def fastai_batch(learn, # The `Learner`
-                 forward, # `forward(xb)`: the batch's prediction, in place of `learn.model(*xb)`
-                 backward=None, # In place of `learn.loss_grad.backward()` (`None`: fastai's own)
-                ):
-    "fastai's `Learner._do_one_batch` (and `_do_grad_opt`), with `forward` for the model's call and `backward`"
+def fastai_batch(learn, forward, backward=None):
+    "fastai's `_do_one_batch` (and `_do_grad_opt`) with `forward(xb)` for the model's call and `backward()` for its own"
     learn.pred = forward(learn.xb)
     learn('after_pred')
     if len(learn.yb):
@@ -144,18 +125,14 @@ def _keeps_state(m):
     where = getattr(reset, '__module__', None) or ''
     return (where, getattr(reset, '__qualname__', None)) not in _PASS_ON_RESET and not where.startswith('torchmetrics')
 
-def stateful_module(model, # A model
-                   )->str|None:
+def stateful_module(model)->str|None:
     "The first module of `model` that keeps state between batches (its class has `reset()`, as `AWD_LSTM`), or `None`"
     for name,m in model.named_modules():
         if _keeps_state(m): return f'`{name}` ({type(m).__name__})' if name else f'the model ({type(m).__name__})'
     return None
 
-def stateful_error(stateful:str, # What `stateful_module` found
-                   n:int, size:int, # A batch of `n` samples, to run in pieces of at most `size`
-                   what:str='micro_batch_size', # What would split it: e.g. 'whole_batch_loss', 'inference'
-                  )->ValueError:
-    "The error refusing to run a batch of a model with state between batches in pieces"
+def stateful_error(stateful:str, n:int, size:int, what:str='micro_batch_size')->ValueError:
+    "The error refusing to split a batch of `n` in pieces of `size` (by `what`) for a model keeping state (`stateful`)"
     if what == 'inference': fix = (f'Pass inference batches of at most {size} samples (a validation loader with a '
                                    'smaller batch), or micro_batch_size=None.')
     else: fix = ('Use a loader batch that fits in memory without splitting (micro_batch_size=None, or one >= the '
@@ -167,32 +144,26 @@ def stateful_error(stateful:str, # What `stateful_module` found
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
 class BatchRunner(WindowListener):
-    "Runs each loader batch through fastai's events: whole, split into pieces of at most `size`, GradCache's two passes"
-    def __init__(self,
-        learn, # The `Learner`
-        size:int|None=None, # The largest piece a training batch runs in (`None`: whole)
-        auto:bool=False, # On running out of memory, halve `size` and run again (the window, or the batch)
-        tune:bool=False, # Time `size`, half and a quarter of it over the first windows, and keep the fastest
-        infer_size:int|None=None, # The largest piece an inference batch runs in (`None`: whole)
-        whole=None, # A `WholeBatchLoss`: training batches run in GradCache's two passes (pieces of `size`)
-        sync=None, # The fit's `WindowSync`, which tells the processes that one ran out of memory
-        on_redo=None, # `on_redo()`: the window is undone, to be run again (the accumulation callback empties it)
-        count=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`; `None`: unchecked)
-    ):
+    """Runs each loader batch through fastai's events: whole, in pieces of at most `size` (inference: `infer_size`), or
+    in GradCache's two passes (`whole`, a `WholeBatchLoss`). With `auto`, running out of memory halves the size and runs
+    again (`sync`, the fit's `WindowSync`, tells the other processes; `on_redo()`, the accumulation callback); `tune`
+    times `size`, half and a quarter of it, and keeps the fastest; `count()` (the callback's `count_samples`) checks
+    where a batch's samples lie"""
+    def __init__(self, learn, size:int|None=None, auto:bool=False, tune:bool=False, infer_size:int|None=None,
+                 whole=None, sync=None, on_redo=None, count=None):
         for name,value in (('size', size), ('infer_size', infer_size)):
-            if value is not None:
-                check_positive_int(name, value, 'Pass the largest piece in samples, or None for whole batches.')
+            check_optional_int(name, value, 'Pass the largest piece in samples, or None for whole batches.')
         check_bool('auto', auto); check_bool('tune', tune)
         if tune and size is None:
             raise ValueError('`tune=True` times pieces of `size` and smaller: pass size=..., the largest.')
         if whole is not None and not all(callable(getattr(whole, f, None)) for f in ('forward', 'backward')):
             raise ValueError(f'`whole` must be a WholeBatchLoss (GradCache\'s two passes) or None, got {whole!r}.')
         store_attr()
-        self.piece,self.skip,self.active,self.batches,self.restart,self.undo = (True, 0, 1.),0,False,[],(0, 0),None
-        self.window_starts,self.told,self.stateful = True,None,stateful_module(learn.model)
+        self.skip,self.restart,self.told,self.stateful = 0,(0, 0),None,stateful_module(learn.model)
         self.found,self.how = None,()   # the size `auto` or `tune` found in this fit, and how (told once settled)
         self.counters = []   # (fastai's batch counters, silenced on all pieces but the last: found at `install`)
         self.trials = SizeTrials(size, learn) if tune else None
+        self._stop()
 
     def install(self, releases:Releases):
         "Be the Learner's `one_batch` until `releases` closes (then fastai's counters count every batch again)"
@@ -213,7 +184,7 @@ class BatchRunner(WindowListener):
         self._use(size)
         self.told,self.found = told,None if told is None else size
 
-    def _stop(self): self.active,self.batches,self.undo,self.piece = False,[],None,(True, 0, 1.)
+    def _stop(self): self.active,self.batches,self.undo,self.piece,self.window_starts = False,[],None,(True, 0, 1.),True
 
     def start_epoch(self):
         "A training epoch starts: its first piece starts a window"
@@ -236,12 +207,124 @@ class BatchRunner(WindowListener):
         learn._split(learn._set_device(b))
         learn._with_events(lambda: fastai_batch(learn, forward, backward), 'batch', CancelBatchException)
 
+    def _split(self, i, b):
+        "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
+        self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # (the window's, to run it again)
+        n,self.at = find_bs(b),(len(self.batches)-1, 0)   # (where it runs from: after running out of memory, `restart`)
+        self._check(b, n, self.size)
+        return self._smaller(lambda: self._run(*self.at), n, undo=self._restore)
+
+    def _check(self, b, n, size):
+        "Refuse a batch whose samples `count` finds along another dimension than its pieces' (`check_layout`)"
+        if self.count is not None: check_layout(self.learn, self.count, b, n, min(size or n, n))
+
+    def _run(self, k, offset):
+        "The pieces of the loader batches `self.batches[k:]`, from sample `offset` of the first"
+        while k < len(self.batches):
+            i,b = self.batches[k]
+            n = find_bs(b)
+            while offset < n:
+                if not self.active: return   # removed mid-batch (`remove_cb`): fastai's loop goes on without us
+                if self.window_starts: k = self._window_starts(k, offset)   # (`tune` may change the size here)
+                size = split_sizes(n-offset, self.size)[0]
+                self._piece(i, b, n, offset, size)
+                offset += size
+            k,offset = k+1,0
+
+    def _piece(self, i, b, n, offset, size):
+        "fastai's batch events on samples `offset:offset+size` of loader batch `i` (its counters: at the last piece)"
+        learn,last = self.learn,offset+size == n
+        learn.iter,self.piece = i,(last, offset, size/n)
+        for cb in self.counters: object.__setattr__(cb, 'run_train', last)   # `pct_train`, `train_iter`: once a batch
+        learn._split(slice_batch(b, n, offset, offset+size))
+        learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
+
+    def _window_starts(self, k, offset):
+        "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
+        self.window_starts = False
+        if self.trials is not None: self._use(self.trials.window_starts(self.size))
+        if not self.auto: return k
+        del self.batches[:k]
+        self.restart,self.undo = (0, offset),_snapshot(self.learn)
+        return 0
+
+    def window_closed(self, window):
+        "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
+        self.window_starts = True
+        if self.trials is not None and not self.trials.chosen:
+            size = self.trials.window_closed(self.size, window)
+            self._use(size, 'the fastest of those tried' if self.trials.chosen else None)
+        if self.found is not None and self.told != self.size and (self.trials is None or self.trials.chosen):
+            self._tell()
+
+    def window_dropped(self): self.window_starts = True
+
+    def _tell(self):
+        "Print the size found, once (and again if it changes), and log it to W&B"
+        print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
+        log_beside_step(self.learn, micro_bs=self.size)
+        self.told = self.size
+
+    def _smaller(self, run, n:int, size:str='size', undo=None, agree:bool=True):
+        "`run()`; with `auto`, on running out of memory: free it, halve the attribute `size`, `undo()`, and run again"
+        while True:
+            try: return run()
+            except BaseException as e:
+                elsewhere = isinstance(e, OutOfMemoryElsewhere)
+                if not (self.auto and (elsewhere or is_out_of_memory(e))): raise
+                if agree and self.sync is not None and not elsewhere: self.sync.out_of_memory()
+                self._free(training=agree)
+                half = min(getattr(self, size) or n, n)//2
+                if not half: raise modify_exception(e, "(micro_batch_size='auto': micro-batches of 1 sample run out "
+                    'of memory too. Free memory (a smaller model, MixedPrecision, activation checkpointing) or use a '
+                    'larger device.)')
+                if self.stateful is not None:   # a smaller piece would split the batch of a model that keeps state
+                    what = 'whole_batch_loss' if self.whole is not None else "micro_batch_size='auto'"
+                    raise stateful_error(self.stateful, n, half, 'inference' if size == 'infer_size' else what) from e
+                if size == 'infer_size': self.infer_size = half
+                else: self._use(half, 'found by micro_batch_size="auto"')
+                if self.trials is not None and size == 'size': self.trials.restart(self.size)
+                if undo is not None: undo()
+
+    def _free(self, training:bool):
+        "Leave what the failed forward was inside of (autocast, `no_sync`); free its memory and the window's gradient"
+        learn,autocast = self.learn,_autocast(self.learn)
+        if autocast is not None and torch.is_autocast_enabled(autocast.device): autocast.__exit__(None, None, None)
+        if training:
+            if self.sync is not None: self.sync.release()
+            learn.pred = learn.loss = learn.loss_grad = None
+            learn.model.zero_grad(set_to_none=True)   # part of the gradient may already be written
+            states = getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', None)   # (GradScaler's)
+            if states is not None: states.clear()
+        gc.collect()
+        if torch.cuda.is_available(): torch.cuda.empty_cache()
+
+    def _restore(self):
+        "Undo what the failed window changed, and have it run again from its first piece"
+        learn,saved = self.learn,self.undo
+        learn.pct_train,learn.train_iter = saved['pct_train'],saved['train_iter']
+        for log,n in saved['logs']: del log[n:]
+        for metric,state in saved['metrics']: vars(metric).update({k: _copy(v) for k,v in state.items()})
+        for t,value in saved['buffers']: t.copy_(value)
+        if saved['wandb_epoch'] is not None: learn.wandb._wandb_epoch = saved['wandb_epoch']
+        self.window_starts,self.at = True,self.restart   # (the window's first piece)
+        if self.on_redo is not None: self.on_redo()
+
+    def _infer_forward(self, xb):
+        "The inference batch's forward in pieces of at most `infer_size` (halved on running out of memory, with `auto`)"
+        n,model = find_bs(xb),self.learn.model
+        self._check((*xb, *self.learn.yb), n, self.infer_size)
+        if self.stateful is not None and (self.infer_size or n) < n:
+            raise stateful_error(self.stateful, n, self.infer_size, 'inference')
+        def run():
+            parts = pieces(n, self.infer_size)
+            return concat_outputs([model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
+        return self._smaller(run, n, size='infer_size', agree=False)
+
+def _autocast(learn): return getattr(getattr(learn, 'mixed_precision', None), 'autocast', None)   # `MixedPrecision`'s
+
 # %% ../nbs/43_runner.ipynb #d8b0c0e3
-def check_layout(learn, # The `Learner`
-                 count, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
-                 b, # A batch, cut along its tensors' first dimension
-                 n:int, k:int, # Its rows, and a piece's
-                ):
+def check_layout(learn, count, b, n:int, k:int):
     "Refuse a batch `b` of `n` rows cut in pieces of `k` whose samples `count()` finds along another dimension"
     saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
     try:
@@ -256,19 +339,11 @@ def check_layout(learn, # The `Learner`
     finally: learn.xb,learn.yb = saved
 
 # %% ../nbs/43_runner.ipynb #42e303c3
-def fit_runner(learn, # The `Learner`
-               plan, # The fit's `FitPlan`
-               micro_batch_size:int|str|None, # `GradientAccumulation`'s `micro_batch_size`
-               remembered:int|None=None, # With 'auto': where to start (an earlier fit's size, or max_micro_batch_size)
-               tune:bool=False, # Time the split size and smaller ones, keep the fastest
-               whole_batch_loss:bool=False, # GradCache's two passes
-               batchnorm=None, # The fit's `WindowBatchNorm`, if any (GradCache pauses it in its first pass)
-               sync=None, # The fit's `WindowSync`
-               on_redo=None, # `on_redo()`: a window undone after running out of memory
-               releases:Releases|None=None, # Where the install goes
-               count=None, # `count()`: the samples of the Learner's batch (the callback's `count_samples`)
-              ):
-    "The fit's `BatchRunner` (installed on `releases`), or `None` when batches run as fastai runs them"
+def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=None, tune:bool=False,
+               whole_batch_loss:bool=False, batchnorm=None, sync=None, on_redo=None, releases:Releases|None=None,
+               count=None):
+    """The fit's `BatchRunner` from `GradientAccumulation`'s settings, installed on the fit's `releases` (`None`:
+    batches run as fastai runs them); with 'auto' it starts from `remembered`; the rest is passed on to the runner"""
     check_bool('tune', tune); check_bool('whole_batch_loss', whole_batch_loss)
     if micro_batch_size is None:
         if tune or whole_batch_loss:
@@ -281,7 +356,8 @@ def fit_runner(learn, # The `Learner`
     if not isinstance(releases, Releases):
         raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it, "
                          'and removed when it closes.')
-    auto,fixed = micro_batch_size == 'auto',None if micro_batch_size == 'auto' else micro_batch_size
+    auto = micro_batch_size == 'auto'
+    fixed = None if auto else micro_batch_size
     split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
     runner = BatchRunner(learn, split, auto, tune and plan.split is not None, fixed or remembered, sync=sync,
                          on_redo=on_redo, count=count)
@@ -292,156 +368,21 @@ def fit_runner(learn, # The `Learner`
                              'whole_batch_loss' if whole_batch_loss else 'micro_batch_size')
     return runner.install(releases)
 
-# %% ../nbs/43_runner.ipynb #bc93ba12
-@patch
-def _split(self:BatchRunner, i, b):
-    "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
-    self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # the window's loader batches, to run it again
-    start,n = [len(self.batches)-1, 0],find_bs(b)
-    if self.count is not None: check_layout(self.learn, self.count, b, n, min(self.size, n))
-    def undo():
-        self._restore()
-        start[:] = self.restart   # the window's first piece
-    return self._smaller(lambda: self._run(*start), n, undo=undo)
-
-@patch
-def _run(self:BatchRunner, k, offset):
-    "The pieces of the loader batches `self.batches[k:]`, from sample `offset` of the first"
-    while k < len(self.batches):
-        i,b = self.batches[k]
-        n = find_bs(b)
-        while offset < n:
-            if not self.active: return   # removed mid-batch (`remove_cb`): fastai's loop goes on without us
-            if self.window_starts: k = self._window_starts(k, offset)   # (`tune` may change the size here)
-            size = split_sizes(n-offset, self.size)[0]
-            self._piece(i, b, n, offset, size)
-            offset += size
-        k,offset = k+1,0
-
-@patch
-def _piece(self:BatchRunner, i, b, n, offset, size):
-    "fastai's batch events on samples `offset:offset+size` of loader batch `i`; its counters advance at the last piece"
-    learn,last = self.learn,offset+size == n
-    learn.iter,self.piece = i,(last, offset, size/n)
-    for cb in self.counters: object.__setattr__(cb, 'run_train', last)   # `pct_train`, `train_iter`: once a batch
-    learn._split(slice_batch(b, n, offset, offset+size))
-    learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
-
-@patch
-def _window_starts(self:BatchRunner, k, offset):
-    "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
-    self.window_starts = False
-    if self.trials is not None: self._use(self.trials.window_starts(self.size))
-    if not self.auto: return k
-    del self.batches[:k]
-    self.restart,self.undo = (0, offset),_snapshot(self.learn)
-    return 0
-
-@patch
-def window_closed(self:BatchRunner, window):
-    "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
-    self.window_starts = True
-    if self.trials is not None and not self.trials.chosen:
-        size = self.trials.window_closed(self.size, window)
-        self._use(size, 'the fastest of those tried' if self.trials.chosen else None)
-    if self.found is not None and self.told != self.size and (self.trials is None or self.trials.chosen): self._tell()
-
-@patch
-def window_dropped(self:BatchRunner): self.window_starts = True
-
-@patch
-def _tell(self:BatchRunner):
-    "Print the size found, once (and again if it changes), and log it to W&B"
-    print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
-    log_beside_step(self.learn, micro_bs=self.size)
-    self.told = self.size
-
-# %% ../nbs/43_runner.ipynb #2ca3e5e4
-@patch
-def _smaller(self:BatchRunner,
-    run, # `run()`: what may run out of memory
-    n:int, # The samples of the batch it runs (the size to halve when there is none yet)
-    size:str='size', # The attribute holding the size its pieces have
-    undo=None, # `undo()`: put back what the failed run changed, before it runs again
-    agree:bool=True, # Tell the other processes (a training window, which they run together)
-):
-    "`run()`; with `auto`, after running out of memory: free it, halve the size, `undo()`, and run again"
-    while True:
-        try: return run()
-        except BaseException as e:
-            if not (self.auto and (is_out_of_memory(e) or isinstance(e, OutOfMemoryElsewhere))): raise
-            if agree and self.sync is not None and not isinstance(e, OutOfMemoryElsewhere): self.sync.out_of_memory()
-            self._free(training=agree)
-            current = min(getattr(self, size) or n, n)
-            if current == 1: raise modify_exception(e, "(micro_batch_size='auto': micro-batches of 1 sample run out "
-                'of memory too. Free memory (a smaller model, MixedPrecision, activation checkpointing) or use a '
-                'larger device.)')
-            if self.stateful is not None:   # a smaller piece would split the batch of a model that keeps state
-                raise stateful_error(self.stateful, n, current//2, 'inference' if size == 'infer_size' else
-                                     'whole_batch_loss' if self.whole is not None else "micro_batch_size='auto'") from e
-            if size == 'infer_size': self.infer_size = current//2
-            else: self._use(current//2, 'found by micro_batch_size="auto"')
-            if self.trials is not None and size == 'size': self.trials.restart(self.size)
-            if undo is not None: undo()
-
-@patch
-def _free(self:BatchRunner, training:bool):
-    "Leave what the failed forward was inside of (autocast, `no_sync`), and free its memory and the window's gradient"
-    learn = self.learn
-    autocast = getattr(getattr(learn, 'mixed_precision', None), 'autocast', None)
-    if autocast is not None and torch.is_autocast_enabled(autocast.device): autocast.__exit__(None, None, None)
-    if training:
-        if self.sync is not None: self.sync.release()
-        learn.pred = learn.loss = learn.loss_grad = None
-        for p in learn.model.parameters(): p.grad = None   # part of it may already be written
-        states = getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', None)   # GradScaler's, if it stepped
-        if states is not None: states.clear()
-    gc.collect()
-    if torch.cuda.is_available(): torch.cuda.empty_cache()
-
 # %% ../nbs/43_runner.ipynb #bf7aeab4
 def _copy(v): return v.clone() if isinstance(v, torch.Tensor) else list(v) if isinstance(v, list) else v
 
 def _snapshot(learn):
     "What a window changes before its step, to undo"
     recorder,wandb = getattr(learn, 'recorder', None),getattr(learn, 'wandb', None)
-    metrics,logs = [],[]
+    metrics,logs = [],[l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
     if recorder is not None:
         metrics = [recorder.smooth_loss, recorder.loss, *recorder.metrics]
-        logs = [recorder.losses, recorder.lrs, *getattr(recorder, 'hps', {}).values()]
+        logs += [recorder.losses, recorder.lrs, *getattr(recorder, 'hps', {}).values()]
         if hasattr(recorder, 'accum_bs'): logs.append(recorder.accum_bs)
-    logs += [l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
-    norms = [m for m in learn.model.modules() if isinstance(m, _NormBase)]
-    buffers = [t for m in norms for t in m.buffers()]
+    buffers = [t for m in learn.model.modules() if isinstance(m, _NormBase) for t in m.buffers()]
     return dict(pct_train=learn.pct_train, train_iter=learn.train_iter, logs=[(l, len(l)) for l in logs],
                 metrics=[(m, {k: _copy(v) for k,v in vars(m).items()}) for m in metrics],
                 buffers=[(t, t.clone()) for t in buffers], wandb_epoch=getattr(wandb, '_wandb_epoch', None))
-
-@patch
-def _restore(self:BatchRunner):
-    "Undo what the failed window changed, and have it run again from its first piece"
-    learn,saved = self.learn,self.undo
-    learn.pct_train,learn.train_iter = saved['pct_train'],saved['train_iter']
-    for log,n in saved['logs']: del log[n:]
-    for metric,state in saved['metrics']: vars(metric).update({k: _copy(v) for k,v in state.items()})
-    for t,value in saved['buffers']: t.copy_(value)
-    if saved['wandb_epoch'] is not None: learn.wandb._wandb_epoch = saved['wandb_epoch']
-    self.window_starts = True
-    if self.on_redo is not None: self.on_redo()
-
-# %% ../nbs/43_runner.ipynb #e42df792
-@patch
-def _infer_forward(self:BatchRunner, xb):
-    "The inference batch's forward in pieces of at most `infer_size` (halved on running out of memory, with `auto`)"
-    n,model = find_bs(xb),self.learn.model
-    if self.count is not None:
-        check_layout(self.learn, self.count, (*xb, *self.learn.yb), n, min(self.infer_size or n, n))
-    if self.stateful is not None and self.infer_size is not None and self.infer_size < n:
-        raise stateful_error(self.stateful, n, self.infer_size, 'inference')
-    def run():
-        parts = pieces(n, self.infer_size)
-        return concat_outputs([model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
-    return self._smaller(run, n, size='infer_size', agree=False)
 
 # %% ../nbs/43_runner.ipynb #3266e702
 def _clock():
@@ -475,37 +416,29 @@ class SizeTrials:
         if isinstance(self.current, int) and window.held >= window.size:
             self.seconds[self.current] = (_clock() - self.start)/window.samples
         if len(self.seconds) < len(self.sizes): return size
-        times = [self.seconds[s] for s in self.sizes]
-        dist = torch.distributed
+        times,dist = [self.seconds[s] for s in self.sizes],torch.distributed
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             times = all_reduce_sums(times, next(self.learn.model.parameters()).device)
         self.chosen = True
-        return self.sizes[min(range(len(times)), key=times.__getitem__)]
+        return self.sizes[times.index(min(times))]
 
 # %% ../nbs/43_runner.ipynb #a3a15b8d
-def _rng_state():
-    "The random state a forward draws from: the CPU's, and every CUDA device's"
-    return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
 
 def _set_rng_state(state):
-    cpu,cuda = state
-    torch.set_rng_state(cpu)
-    if cuda is not None: torch.cuda.set_rng_state_all(cuda)
+    torch.set_rng_state(state[0])
+    if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
 
 def _tensors(x):
     "The tensors of an output (tensors, and tuples, lists and dicts of them), in order"
-    if isinstance(x, torch.Tensor): return [x]
+    if isinstance(x, dict): x = list(x.values())
     if isinstance(x, (tuple, list)): return [t for o in x for t in _tensors(o)]
-    if isinstance(x, dict): return [t for o in x.values() for t in _tensors(o)]
-    return []
+    return [x] if isinstance(x, torch.Tensor) else []
 
 # %% ../nbs/43_runner.ipynb #b70a133b
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
-    def __init__(self,
-        runner:BatchRunner, # The runner whose `size` the pieces have (halved by its loop on running out of memory)
-        batchnorm=None, # The fit's `WindowBatchNorm`: the first pass paused, each piece of the second pass a piece
-    ):
+    def __init__(self, runner:BatchRunner, batchnorm=None):   # (`batchnorm`: the fit's `WindowBatchNorm`)
         if not isinstance(runner, BatchRunner):
             raise ValueError(f'`runner` must be the BatchRunner whose `size` the pieces have, got {runner!r}.')
         self.runner,self.batchnorm,self.chunks,self.leaves,self.per_sample = runner,batchnorm,[],None,[]
@@ -513,9 +446,7 @@ class WholeBatchLoss:
     def forward(self, xb):
         "The whole batch's output, computed in pieces without a graph: its tensors are leaves for the loss's gradient"
         n = find_bs(xb)
-        runner = self.runner
-        if runner.count is not None:
-            check_layout(runner.learn, runner.count, (*xb, *runner.learn.yb), n, min(runner.size or n, n))
+        self.runner._check((*xb, *self.runner.learn.yb), n, self.runner.size)
         return self.runner._smaller(lambda: self._first_pass(xb, n), n, agree=False)
 
     def _first_pass(self, xb, n):
@@ -539,8 +470,7 @@ class WholeBatchLoss:
         learn.loss_grad.backward()
         xb,n = learn.xb,find_bs(learn.xb)
         grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in self.leaves]
-        sync_model = no_sync_model(learn.model)
-        autocast = getattr(getattr(learn, 'mixed_precision', None), 'autocast', None)
+        sync_model,autocast = no_sync_model(learn.model),_autocast(learn)
         try:
             for j,(start,k,state) in enumerate(self.chunks):
                 _set_rng_state(state)   # the same dropout masks as the first pass
