@@ -57,9 +57,20 @@ class ScheduledBatchSize:
         "The batch size of the window that starts at `position`: the schedule's value, down to whole micro-batches"
         return plan.round(self.scheduled(position))
 
-def _fraction(name, value, n_epoch):
-    "A position as a fraction of training: a float as it is, an epoch index over the fit's epochs"
-    if not isinstance(value, numbers.Integral): return float(value)
+def _fraction(name, value, n_epoch=None):
+    "A position checked, as a fraction of training: a float in [0, 1] as it is, an epoch index over the fit's epochs"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got '
+                         f'{value!r}. Pass e.g. {name}=0.3 or {name}=2.')
+    if not isinstance(value, numbers.Integral):
+        if math.isnan(value): raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. '
+                                               f'{name}=0.3, or an int epoch index.')
+        if not 0 <= value <= 1: raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction '
+            f'of training; for an epoch index pass an int, e.g. {name}={int(value) if math.isfinite(value) else 2}.')
+        return float(value)
+    if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, or a '
+                                   'fraction in [0, 1].')
+    if n_epoch is None: return None   # (checked as it is given: the fit's epochs are not known yet)
     if value > n_epoch: raise ValueError(f'`{name}={value}` is an epoch index beyond the fit of {n_epoch} epochs. '
                                          f'Pass an index <= {n_epoch}, or a fraction in [0, 1].')
     if value == 1 and name in ('start', 'finish'):
@@ -78,20 +89,6 @@ def _warn_rounded(sched, plan:FitPlan):
                       f'it is rounded down to {plan.round(value)}.')
 
 # %% ../nbs/12_schedule.ipynb #092e1615
-def _check_end(name, value):
-    "`start`/`finish`: a fraction in [0, 1] (float) or an epoch index (int)"
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got '
-                         f'{value!r}. Pass e.g. {name}=0.3 or {name}=2.')
-    if isinstance(value, numbers.Integral):
-        if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, '
-                                       'or a fraction in [0, 1].')
-    elif math.isnan(value): raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. '
-                                             f'{name}=0.3, or an int epoch index.')
-    elif not 0 <= value <= 1:
-        raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction of training; for an '
-                         f'epoch index pass an int, e.g. {name}={int(value) if math.isfinite(value) else 2}.')
-
 class _ScheduleSetting(SizeSetting):
     "The schedule's arguments, its setting (`setting` is `start_accum_bs`): at each fit they make the fit's policy"
     def __init__(self, start_accum_bs, items, final_accum_bs, start, finish, schedule):
@@ -106,7 +103,7 @@ class _ScheduleSetting(SizeSetting):
         start,finish,schedule = self.start,self.finish,self.schedule
         check_positive_int('start_accum_bs', self.setting, 'Pass the samples per step at the start, e.g. 32.')
         check_positive_int('final_accum_bs', self.final_accum_bs, 'Pass the samples per step at the end, e.g. 256.')
-        _check_end('start', start); _check_end('finish', finish)
+        _fraction('start', start); _fraction('finish', finish)
         if isinstance(start, numbers.Integral) == isinstance(finish, numbers.Integral) and start > finish:
             raise ValueError(f'`start={start}` is after `finish={finish}`. Pass start <= finish.')
         if isinstance(schedule, dict): self._check_milestones()
@@ -119,7 +116,7 @@ class _ScheduleSetting(SizeSetting):
         if not self.schedule:
             raise ValueError('`schedule` is an empty dict of milestones. Pass e.g. schedule={0.25: 64, 0.5: 128}.')
         for position,value in self.schedule.items():
-            _check_end(f'schedule key {position!r}', position)
+            _fraction(f'schedule key {position!r}', position)
             check_positive_int(f'schedule[{position!r}]', value, 'A milestone gives the batch size from its position '
                                'on.')
         last = self.schedule[max(self.schedule)]   # (the last in order, when all are of one kind)
