@@ -7,49 +7,19 @@ Docs: https://fastaccum.github.io/fastaccum/schedule.html.md"""
 # %% ../nbs/12_schedule.ipynb #b47d817c
 from __future__ import annotations
 import math, numbers, warnings
+from copy import copy
 from typing import Callable
-from fastcore.basics import store_attr, patch
+from fastcore.all import store_attr, patch, delegates
 from fastai.callback.schedule import SchedCos
-from .window import *
 from .loaders import loader_bs
 from .checks import check_positive_int, check_bool
 from .plan import FitPlan, FixedBatchSize
-from .parts import WindowListener, find_cb
-from copy import copy
-from .accumulate import GradientAccumulation, SizeSetting, LR_SCALES
+from .parts import WindowListener
+from .accumulate import GradientAccumulation, AccumSettings, SizeSetting, LR_SCALES
 from .integrations import log_beside_step
 
 # %% auto #0
 __all__ = ['ScheduledBatchSize', 'GradientAccumulationSchedule']
-
-# %% ../nbs/12_schedule.ipynb #092e1615
-def _check_end(name, value):
-    "`start`/`finish`: a fraction in [0, 1] (float) or an epoch index (int)"
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got '
-                         f'{value!r}. Pass e.g. {name}=0.3 or {name}=2.')
-    if not isinstance(value, numbers.Integral) and math.isnan(value):
-        raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. {name}=0.3, '
-                         'or an int epoch index.')
-    if isinstance(value, numbers.Integral):
-        if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, '
-                                       'or a fraction in [0, 1].')
-    elif not 0 <= value <= 1:
-        raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction of training; for an '
-                         f'epoch index pass an int, e.g. {name}={int(value) if math.isfinite(value) else 2}.')
-
-def _check_milestones(milestones, final_accum_bs):
-    "`{position: accum_bs}`: positions as `start`/`finish` take them, positive ints, the last `final_accum_bs`"
-    if not milestones:
-        raise ValueError('`schedule` is an empty dict of milestones. Pass e.g. schedule={0.25: 64, 0.5: 128}.')
-    for position,value in milestones.items():
-        _check_end(f'schedule key {position!r}', position)
-        check_positive_int(f'schedule[{position!r}]', value, 'A milestone gives the batch size from its position on.')
-    kinds = {isinstance(p, numbers.Integral) for p in milestones}
-    if len(kinds) == 1:   # all of one kind: the last in order must be the final value
-        last = milestones[max(milestones)]
-        if last != final_accum_bs: raise ValueError(f'The last milestone gives {last}, but `final_accum_bs='
-            f'{final_accum_bs}`. Make them agree, e.g. final_accum_bs={last}.')
 
 # %% ../nbs/12_schedule.ipynb #a5c17322
 class ScheduledBatchSize:
@@ -63,13 +33,12 @@ class ScheduledBatchSize:
         n_epoch:int, # Epochs of the fit (what an epoch index is a fraction of)
     ):
         store_attr('start_bs,final_bs,schedule')
-        self.start_pct,self.finish_pct = (_fraction(n, v, n_epoch) for n,v in (('start', start), ('finish', finish)))
+        self.start_pct,self.finish_pct = _fraction('start', start, n_epoch),_fraction('finish', finish, n_epoch)
         if self.start_pct > self.finish_pct: raise ValueError(f'`start={start}` is after `finish={finish}` in a fit '
                                                               f'of {n_epoch} epochs. Pass start <= finish.')
-        self.milestones = None
-        if isinstance(schedule, dict):
-            self.milestones = sorted((_fraction(f'schedule key {k!r}', k, n_epoch), v) for k,v in schedule.items())
-        else: self.annealer = schedule(start_bs, final_bs)
+        self.milestones = None if not isinstance(schedule, dict) else sorted(
+            (_fraction(f'schedule key {k!r}', k, n_epoch), v) for k,v in schedule.items())
+        if self.milestones is None: self.annealer = schedule(start_bs, final_bs)
 
     def scheduled(self,
         position:float, # The fraction of training samples done
@@ -88,9 +57,20 @@ class ScheduledBatchSize:
         "The batch size of the window that starts at `position`: the schedule's value, down to whole micro-batches"
         return plan.round(self.scheduled(position))
 
-def _fraction(name, value, n_epoch):
-    "A position as a fraction of training: a float as it is, an epoch index over the fit's epochs"
-    if not isinstance(value, numbers.Integral): return float(value)
+def _fraction(name, value, n_epoch=None):
+    "A position checked, as a fraction of training: a float in [0, 1] as it is, an epoch index over the fit's epochs"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got '
+                         f'{value!r}. Pass e.g. {name}=0.3 or {name}=2.')
+    if not isinstance(value, numbers.Integral):
+        if math.isnan(value): raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. '
+                                               f'{name}=0.3, or an int epoch index.')
+        if not 0 <= value <= 1: raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction '
+            f'of training; for an epoch index pass an int, e.g. {name}={int(value) if math.isfinite(value) else 2}.')
+        return float(value)
+    if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, or a '
+                                   'fraction in [0, 1].')
+    if n_epoch is None: return None   # (checked as it is given: the fit's epochs are not known yet)
     if value > n_epoch: raise ValueError(f'`{name}={value}` is an epoch index beyond the fit of {n_epoch} epochs. '
                                          f'Pass an index <= {n_epoch}, or a fraction in [0, 1].')
     if value == 1 and name in ('start', 'finish'):
@@ -101,78 +81,141 @@ def _fraction(name, value, n_epoch):
 
 def _warn_rounded(sched, plan:FitPlan):
     "Say when an end is not a whole number of micro-batches (of every process), and what it is rounded to"
+    per = f' times {plan.world_size} processes' if plan.world_size > 1 else ''
     for name in ('start_accum_bs', 'final_accum_bs'):
         value = getattr(sched, name)
         if plan.round(value) == value: continue
-        per = f' times {plan.world_size} processes' if plan.world_size > 1 else ''
         warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
                       f'it is rounded down to {plan.round(value)}.')
 
+# %% ../nbs/12_schedule.ipynb #092e1615
+class _ScheduleSetting(SizeSetting):
+    "The schedule's arguments, its setting (`setting` is `start_accum_bs`): at each fit they make the fit's policy"
+    def __init__(self, start_accum_bs, items, final_accum_bs, start, finish, schedule):
+        self.setting,self.items = start_accum_bs,check_bool('items', items)
+        store_attr('final_accum_bs,start,finish,schedule')
+        self.check()
+
+    start_accum_bs = property(lambda self: self.setting, lambda self, value: setattr(self, 'setting', value))
+
+    def check(self):
+        "Each argument checked, with a message naming it (as the schedule is made, and as one is set on it)"
+        start,finish,schedule = self.start,self.finish,self.schedule
+        check_positive_int('start_accum_bs', self.setting, 'Pass the samples per step at the start, e.g. 32.')
+        check_positive_int('final_accum_bs', self.final_accum_bs, 'Pass the samples per step at the end, e.g. 256.')
+        _fraction('start', start); _fraction('finish', finish)
+        if isinstance(start, numbers.Integral) == isinstance(finish, numbers.Integral) and start > finish:
+            raise ValueError(f'`start={start}` is after `finish={finish}`. Pass start <= finish.')
+        if isinstance(schedule, dict): self._check_milestones()
+        elif not callable(schedule): raise ValueError('`schedule` must be callable as schedule(start_accum_bs, '
+            f'final_accum_bs)(pos), or a dict of milestones {{position: accum_bs}}, got {schedule!r}. Pass e.g. '
+            'SchedCos, or {0.25: 64, 0.5: 128}.')
+
+    def _check_milestones(self):
+        "`{position: accum_bs}`: positions as `start`/`finish` take them, positive ints, the last `final_accum_bs`"
+        if not self.schedule:
+            raise ValueError('`schedule` is an empty dict of milestones. Pass e.g. schedule={0.25: 64, 0.5: 128}.')
+        for position,value in self.schedule.items():
+            _fraction(f'schedule key {position!r}', position)
+            check_positive_int(f'schedule[{position!r}]', value, 'A milestone gives the batch size from its position '
+                               'on.')
+        last = self.schedule[max(self.schedule)]   # (the last in order, when all are of one kind)
+        if len({isinstance(p, numbers.Integral) for p in self.schedule}) == 1 and last != self.final_accum_bs:
+            raise ValueError(f'The last milestone gives {last}, but `final_accum_bs={self.final_accum_bs}`. Make them '
+                             f'agree, e.g. final_accum_bs={last}.')
+
+    def policy(self, learn, plan:FitPlan, per_sample=None, advisor=None):
+        "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
+        if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
+        if advisor is not None and advisor.adapt: raise ValueError('GradientNoiseScale(adapt=True) sets the batch '
+            'size, and GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with '
+            'GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
+        if plan.step_unit is None: raise ValueError('GradientAccumulationSchedule rounds `accum_bs` to whole '
+            'micro-batches, and neither the training loader nor `micro_batch_size` gives their size. '
+            'Pass micro_batch_size=...')
+        _warn_rounded(self, plan)
+        if plan.drop_last:   # a value no window of an epoch can reach would drop every window, without a word
+            milestones = list(self.schedule.values()) if isinstance(self.schedule, dict) else []
+            for v in [self.setting, self.final_accum_bs, *milestones]:
+                plan.check_size(plan.round(v), 'final_accum_bs' if v == self.final_accum_bs else 'start_accum_bs')
+        return ScheduledBatchSize(self.setting, self.final_accum_bs, self.start, self.finish, self.schedule,
+                                  plan.n_epoch)
+
+    def lr_find_size(self, plan:FitPlan)->int: return plan.round(self.setting)   # (whole micro-batches)
+    def current(self, policy, in_use:int|None)->int: return self.setting if in_use is None else in_use
+    def set(self, name, value, plan=None):
+        raise ValueError(f'GradientAccumulationSchedule sets `{name}` itself at every window. Change start_accum_bs, '
+                         'final_accum_bs or schedule, or use GradientAccumulation for a batch size you set.')
+
+class _ScheduleArgument:
+    "An argument of the schedule, read and set on the callback: it lives in the schedule's setting (`fixed`), checked"
+    def __set_name__(self, owner, name): self.name = name
+    def __get__(self, cb, owner=None): return self if cb is None else getattr(cb.fixed, self.name)
+    def __set__(self, cb, value):
+        if self.name == 'items': raise ValueError('`items` is chosen as the schedule is made (it decides what the '
+            'batch sizes count). Make a new GradientAccumulationSchedule(..., items=True, count_items=...).')
+        checked = copy(cb.fixed)
+        setattr(checked, self.name, value)
+        checked.check()   # (a bad value is refused, naming it; the schedule keeps what it had; the next fit takes it)
+        cb.fixed = checked
+
 # %% ../nbs/12_schedule.ipynb #41180531
-class GradientAccumulationSchedule(GradientAccumulation):
+class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
     "`GradientAccumulation` whose batch size follows `schedule` from `start_accum_bs` to `final_accum_bs`"
+    @delegates(AccumSettings, but=['accum_bs', 'n_acc', 'accum_items'])
     def __init__(self,
         start_accum_bs:int, # Samples per optimizer step before `start` (items, with `items=True`)
         final_accum_bs:int, # Samples per optimizer step from `finish` on (items, with `items=True`)
         start:int|float=0, # Where the schedule starts: a fraction of training (float) or an epoch index (int)
         finish:int|float=0.3, # Where it reaches `final_accum_bs`, likewise (`1.0`: the end of training; `1`: epoch 1)
         schedule:Callable|dict=SchedCos, # `schedule(start_accum_bs, final_accum_bs)(pos)`, or `{position: accum_bs}`
-        log_accum_batch:bool=True, # Record one loss and lr per optimizer step (True), or per micro-batch (False)
-        micro_batch_size:int|str|None=None, # Split loader batches into micro-batches of at most this many samples
-        drop_last:bool=False, # Drop each epoch's last, partial window instead of stepping it
-        warn_batchnorm:bool=True, # Say (once per fit) what BatchNorm layers can and cannot see of a window
-        count_items:Callable|None=None, # `count_items(learn)`: items the micro-batch's mean loss averages over
-        lr_scale:str|None=None, # Each step's lr times (batch in use / batch at the start): 'linear', 'sqrt', or None
         items:bool=False, # Count `start_accum_bs`, `final_accum_bs` and the milestones in items (with `count_items`)
-        whole_batch_loss:bool=False, # The loss sees the loader's whole batch, the model runs in micro-batches
+        **kwargs, # `GradientAccumulation`'s other arguments (`lr_scale`, `micro_batch_size`, `count_items`, ...)
     ):
-        # the schedule's arguments are its setting's (checked there; read and set on the callback)
-        fixed = _ScheduleSetting(start_accum_bs, items, final_accum_bs, start, finish, schedule)
-        if items and count_items is None: raise ValueError('`items=True` counts items per step, '
+        fixed = _ScheduleSetting(start_accum_bs, items, final_accum_bs, start, finish, schedule)   # (checked first)
+        if items and kwargs.get('count_items') is None: raise ValueError('`items=True` counts items per step, '
             'so it needs `count_items`. Pass e.g. count_items=lambda learn: (learn.yb[0] != -100).sum().')
-        super().__init__(None if items else start_accum_bs, micro_batch_size=micro_batch_size,
-                         log_accum_batch=log_accum_batch, drop_last=drop_last, warn_batchnorm=warn_batchnorm,
-                         count_items=count_items, accum_items=start_accum_bs if items else None, lr_scale=lr_scale,
-                         whole_batch_loss=whole_batch_loss)
-        self.fixed = fixed   # (`accum_bs` is the schedule's: not set by hand)
-        self.history,self.history_epochs,self._kept = [],None,None   # (`_kept`: the batch in use, kept over `lr_find`)
+        super().__init__(None if items else start_accum_bs, accum_items=start_accum_bs if items else None, **kwargs)
+        self.fixed,self.history,self.history_epochs,self._kept = fixed,[],None,None   # (`_kept`: over `lr_find`)
 
-    @property
-    def name(self): return 'gradient_accumulation'   # `learn.gradient_accumulation`, as for `GradientAccumulation`
+    # the schedule's arguments, read and set on it (they live in its setting, `fixed`)
+    start_accum_bs,final_accum_bs,start,finish,schedule,items = (_ScheduleArgument() for _ in range(6))
+    name = property(lambda self: 'gradient_accumulation')   # `learn.gradient_accumulation`, as `GradientAccumulation`
+    _recorder = property(lambda self: getattr(self.__dict__.get('learn'), 'recorder', None))
 
     def __copy__(self):
         new = super().__copy__()
         new.history = list(self.history)   # (records of its own)
         return new
 
-
     def _start_fit(self):
         "The schedule's records start with the fit's training (`lr_find` leaves those of the last fit, and its batch)"
         finding = 'lr_finder' in vars(self.learn)
-        recorder = getattr(self.learn, 'recorder', None)
-        if recorder is not None: recorder.accum_bs = []
+        if self._recorder is not None: self._recorder.accum_bs = []
         if not finding: self.history,self.history_epochs = [],self.n_epoch
         self._kept = (self.in_use,) if finding else None   # (kept even when no batch was in use yet)
         super()._start_fit()
-        if not finding: self.listeners.add(_ScheduleHistory(self))
+
+    def wants(self, event): return 'lr_finder' not in vars(self.learn)   # (its `history` listens, not in `lr_find`)
+    def window_closed(self, window):
+        "Each step's (position, scheduled value, value in use) goes to `history`"
+        position = self.window_position()   # (the fraction of training samples done when the window started)
+        self.history.append((position, self.policy.scheduled(position), self.in_use))
 
     def after_fit(self):
         super().after_fit()
         if self._kept is not None and self.plan is None: (self.in_use,),self._kept = self._kept,None
 
-    def lr_factor(self,
-        in_use:int, # The batch in use (samples, or items)
-    )->float:
-        "What `lr_scale` multiplies a step's lr by: `in_use / start_accum_bs` (in use), or its square root"
+    def lr_factor(self, in_use:int)->float:
+        "What `lr_scale` multiplies a step's lr by at the batch `in_use`: `in_use / start_accum_bs`, or its root"
         start = self.start_accum_bs if self.plan is None else self.plan.round(self.start_accum_bs)
         return (in_use/start)**LR_SCALES[self.settings.lr_scale]
 
     def state_dict(self)->dict:
         "`GradientAccumulation`'s, with the schedule's records (its `history`, and the Recorder's `accum_bs`)"
         if self.plan is None and self._pending is not None: return dict(self._pending)
-        recorder = getattr(self.__dict__.get('learn'), 'recorder', None)
         return dict(super().state_dict(), history=list(self.history),
-                    recorder_accum_bs=list(getattr(recorder, 'accum_bs', [])))
+                    recorder_accum_bs=list(getattr(self._recorder, 'accum_bs', [])))
 
     def load_state_dict(self, state:dict):
         "`GradientAccumulation`'s; the state a finished fit left brings its `history` back at once"
@@ -182,107 +225,15 @@ class GradientAccumulationSchedule(GradientAccumulation):
     def _take_up(self, state):
         super()._take_up(state)
         self.history = list(state['history'])
-        recorder = getattr(self.learn, 'recorder', None)
-        if recorder is not None: recorder.accum_bs = list(state['recorder_accum_bs'])
+        if self._recorder is not None: self._recorder.accum_bs = list(state['recorder_accum_bs'])
 
     def after_batch(self):
         "Log the value in use beside each point the Recorder (and W&B) records"
         super().after_batch()
-        recorder = getattr(self.learn, 'recorder', None)
+        recorder = self._recorder
         if recorder is not None and recorder.run_train and hasattr(recorder, 'accum_bs'):
             recorder.accum_bs.append(self.in_use)
         log_beside_step(self.learn, accum_bs=self.in_use)
-
-class _ScheduleSetting(SizeSetting):
-    "The schedule's arguments, its setting (`setting` is `start_accum_bs`): at each fit they make the fit's policy"
-    def __init__(self, start_accum_bs, items, final_accum_bs, start, finish, schedule):
-        check_positive_int('start_accum_bs', start_accum_bs, 'Pass the samples per step at the start, e.g. 32.')
-        super().__init__(start_accum_bs, check_bool('items', items))
-        store_attr('final_accum_bs,start,finish,schedule')
-        self.check()
-
-    def check(self):
-        "Each argument checked, with a message naming it (as the schedule is made, and as one is set on it)"
-        start,finish,schedule = self.start,self.finish,self.schedule
-        check_positive_int('start_accum_bs', self.setting, 'Pass the samples per step at the start, e.g. 32.')
-        check_positive_int('final_accum_bs', self.final_accum_bs, 'Pass the samples per step at the end, e.g. 256.')
-        _check_end('start', start); _check_end('finish', finish)
-        if isinstance(start, numbers.Integral) == isinstance(finish, numbers.Integral) and start > finish:
-            raise ValueError(f'`start={start}` is after `finish={finish}`. Pass start <= finish.')
-        if isinstance(schedule, dict): _check_milestones(schedule, self.final_accum_bs)
-        elif not callable(schedule): raise ValueError('`schedule` must be callable as schedule(start_accum_bs, '
-            f'final_accum_bs)(pos), or a dict of milestones {{position: accum_bs}}, got {schedule!r}. Pass e.g. '
-            'SchedCos, or {0.25: 64, 0.5: 128}.')
-
-    start_accum_bs = property(lambda self: self.setting, lambda self, value: setattr(self, 'setting', value))
-
-    def policy(self, learn, plan:FitPlan, per_sample=None, advisor=None):
-        "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
-        if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
-        if advisor is not None and advisor.adapt: raise ValueError(
-            'GradientNoiseScale(adapt=True) sets the batch size, '
-            'and GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with '
-            'GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
-        if plan.step_unit is None: raise ValueError('GradientAccumulationSchedule rounds `accum_bs` to whole '
-            'micro-batches, and neither the training loader nor `micro_batch_size` gives their size. '
-            'Pass micro_batch_size=...')
-        start,final,schedule = self.setting,self.final_accum_bs,self.schedule
-        policy = ScheduledBatchSize(start, final, self.start, self.finish, schedule, plan.n_epoch)
-        _warn_rounded(self, plan)
-        if plan.drop_last:   # a value no window of an epoch can reach would drop every window, without a word
-            for v in [start, final] + (list(schedule.values()) if isinstance(schedule, dict) else []):
-                plan.check_size(plan.round(v), 'final_accum_bs' if v == final else 'start_accum_bs')
-        return policy
-
-    def lr_find_size(self, plan:FitPlan)->int: return plan.round(self.setting)   # (whole micro-batches)
-    def current(self, policy, in_use:int|None)->int: return self.setting if in_use is None else in_use
-
-    def set(self, name, value, plan=None):
-        raise ValueError(f'GradientAccumulationSchedule sets `{name}` itself at every window. Change start_accum_bs, '
-                         'final_accum_bs or schedule, or use GradientAccumulation for a batch size you set.')
-
-class _ScheduleArgument:
-    "An argument of the schedule, read and set on the callback: it lives in the schedule's setting (`fixed`), checked"
-    def __init__(self, name:str): self.name = name
-    def __get__(self, cb, owner=None): return self if cb is None else getattr(cb.fixed, self.name)
-    def __set__(self, cb, value):
-        if self.name == 'items': raise ValueError('`items` is chosen as the schedule is made (it decides what the '
-            'batch sizes count). Make a new GradientAccumulationSchedule(..., items=True, count_items=...).')
-        checked = copy(cb.fixed)
-        setattr(checked, self.name, value)
-        checked.check()   # (a bad value is refused, naming it; the schedule keeps what it had; the next fit takes it)
-        setattr(cb.fixed, self.name, value)
-
-for _name in ('start_accum_bs', 'final_accum_bs', 'start', 'finish', 'schedule', 'items'):
-    setattr(GradientAccumulationSchedule, _name, _ScheduleArgument(_name))
-
-class _ScheduleHistory(WindowListener):
-    "Records each step's (position, scheduled value, value in use) in the schedule's `history`"
-    def __init__(self, sched): self.sched = sched
-    def window_closed(self, window):
-        sched = self.sched
-        position = sched.window_position()   # (the fraction of training samples done when the window started)
-        sched.history.append((position, sched.policy.scheduled(position), sched.in_use))
-
-# %% ../nbs/12_schedule.ipynb #af050fd2
-def _plot_history(history, n_epoch, ax=None, lr_factor=None, unit='samples', stairs=False):
-    import matplotlib.pyplot as plt
-    if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
-    pcts,scheduled,in_use = zip(*history)
-    epochs = [p*n_epoch for p in pcts]
-    if stairs: ax.step(epochs, scheduled, where='post', label='scheduled')   # milestones: the schedule itself jumps
-    else: ax.plot(epochs, scheduled, label='scheduled')
-    ax.step(epochs, in_use, where='post', label='in use' + (' (whole micro-batches)' if unit == 'samples' else ''))
-    ax.set_xlabel('epoch'); ax.set_ylabel(f'{unit} per optimizer step')
-    handles,labels = ax.get_legend_handles_labels()
-    if lr_factor is not None:
-        lr_ax = ax.twinx()
-        lr_ax.step(epochs, [lr_factor(v) for v in in_use], where='post', color='C2', ls='--', label='lr scale')
-        lr_ax.set_ylabel('lr scale'); lr_ax.set_ylim(bottom=0)
-        more_handles,more_labels = lr_ax.get_legend_handles_labels()
-        handles,labels = handles+more_handles,labels+more_labels
-    ax.legend(handles, labels, loc='lower right')
-    return ax
 
 # %% ../nbs/12_schedule.ipynb #24de9cd6
 @patch
@@ -293,14 +244,13 @@ def preview(self:GradientAccumulationSchedule,
     items_per_batch:float|None=None, # With `items=True`: the items a micro-batch holds, on average
 )->list:
     "`history` as a fit of `n_epoch` epochs of `n_batches` full micro-batches would record it"
-    learn = self.__dict__.get('learn')   # (None until the callback joins a Learner)
-    mbs = self.settings.micro_batch_size
-    own = mbs if isinstance(mbs, int) else None   # 'auto' is found in training
-    micro_bs = micro_batch_size or own or (loader_bs(learn.dls.train) if learn is not None else None)
-    if micro_bs is None and mbs == 'auto': raise ValueError("micro_batch_size='auto' finds the "
-        'micro-batch size in training: pass micro_batch_size=... to preview the schedule.')
-    if micro_bs is None and not self.items: raise ValueError('The schedule is previewed in whole micro-batches, and '
-        'no loader or `micro_batch_size` gives their size. Pass micro_batch_size=...')
+    learn,mbs = self.__dict__.get('learn'),self.settings.micro_batch_size   # (no `learn` until it joins a Learner)
+    micro_bs = micro_batch_size or (mbs if isinstance(mbs, int) else None) or (   # ('auto' is found in training)
+        loader_bs(learn.dls.train) if learn is not None else None)
+    if micro_bs is None and not self.items: raise ValueError(
+        "micro_batch_size='auto' finds the micro-batch size in training: pass micro_batch_size=... to preview the "
+        'schedule.' if mbs == 'auto' else 'The schedule is previewed in whole micro-batches, and no loader or '
+        '`micro_batch_size` gives their size. Pass micro_batch_size=...')
     if self.items and items_per_batch is None:
         raise ValueError('A schedule in items needs the items of a micro-batch to preview it. Pass items_per_batch=...')
     plan = FitPlan(n_epoch=n_epoch, loader_bs=micro_bs, by_items=self.items, drop_last=self.settings.drop_last,
@@ -308,18 +258,14 @@ def preview(self:GradientAccumulationSchedule,
     policy = ScheduledBatchSize(self.start_accum_bs, self.final_accum_bs, self.start, self.finish, self.schedule,
                                 n_epoch)
     if not self.items: _warn_rounded(self, plan)
-    n = micro_bs or 1
-    amount = items_per_batch if self.items else n
-    window,history = AccumWindow(1, self.settings.drop_last, self.items),[]
+    history = []
     for epoch in range(n_epoch):
-        window.reset()
-        for i in range(n_batches):
-            if not window.held:
-                position = plan.fraction(epoch, plan.done(i))
-                scheduled,window.size = policy.scheduled(position),policy.size(position, plan)
-            step = window.plan(amount, i == n_batches-1, None if self.items else (n_batches-i)*n)
-            if step == STEP: history.append((position, scheduled, window.size)); window.reset()
-            elif step == ACCUM: window.add(n, amount)
+        i = 0
+        while i < n_batches:   # a window takes micro-batches until it is full, or the epoch ends (dropped: drop_last)
+            position = plan.fraction(epoch, plan.done(i))
+            size = policy.size(position, plan)
+            i += max(1, math.ceil(size/(items_per_batch if self.items else micro_bs)))
+            if i <= n_batches or not plan.drop_last: history.append((position, policy.scheduled(position), size))
     return history
 
 @patch
@@ -331,13 +277,22 @@ def plot_schedule(self:GradientAccumulationSchedule,
     items_per_batch:float|None=None, # With `items=True`: the items a micro-batch holds, on average, for a preview
 ):
     "Plot scheduled vs in-use samples per step: of the last fit, or a preview before training"
-    if n_epoch is None:
-        if not self.history: raise ValueError('No fit recorded yet: pass n_epoch and n_batches to preview the '
-                                              'schedule.')
-        history,n_epoch = self.history,self.history_epochs
-    else:
-        if n_batches is None: raise ValueError('`n_batches` (micro-batches per epoch) is needed to preview the '
-                                               'schedule.')
-        history = self.preview(n_epoch, n_batches, micro_batch_size, items_per_batch)
-    return _plot_history(history, n_epoch, ax, self.lr_factor if self.settings.lr_scale else None,
-                         'items' if self.items else 'samples', stairs=isinstance(self.schedule, dict))
+    import matplotlib.pyplot as plt
+    if n_epoch is None and not self.history:
+        raise ValueError('No fit recorded yet: pass n_epoch and n_batches to preview the schedule.')
+    if n_epoch is not None and n_batches is None:
+        raise ValueError('`n_batches` (micro-batches per epoch) is needed to preview the schedule.')
+    history = self.history if n_epoch is None else self.preview(n_epoch, n_batches, micro_batch_size, items_per_batch)
+    n_epoch = n_epoch or self.history_epochs
+    if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
+    pcts,scheduled,in_use = zip(*history)
+    epochs,unit = [p*n_epoch for p in pcts],'items' if self.items else 'samples'
+    if isinstance(self.schedule, dict): ax.step(epochs, scheduled, where='post', label='scheduled')   # (milestones)
+    else: ax.plot(epochs, scheduled, label='scheduled')
+    ax.step(epochs, in_use, where='post', label='in use' + (' (whole micro-batches)' if unit == 'samples' else ''))
+    ax.set_xlabel('epoch'); ax.set_ylabel(f'{unit} per optimizer step'); ax.legend(loc='lower right')
+    if self.settings.lr_scale:
+        lr_ax = ax.twinx()
+        lr_ax.step(epochs, [self.lr_factor(v) for v in in_use], where='post', color='C2', ls='--', label='lr scale')
+        lr_ax.set_ylabel('lr scale'); lr_ax.set_ylim(bottom=0); lr_ax.legend(loc='center right')
+    return ax

@@ -11,7 +11,7 @@ from fastcore.basics import store_attr, patch
 from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer, Lookahead
-from .checks import check_positive_int
+from .checks import check_positive_int, check_optional_int, check_choice
 from .parts import WindowListener, Attached, find_cb, inside_fit
 from .accumulate import GradientAccumulation
 from .schedule import GradientAccumulationSchedule
@@ -43,8 +43,6 @@ def decay_in_samples(lr:float, # The lr as scheduled, at the reference batch
 _STEPS = ('weight_decay', 'l2_reg', 'average_grad', 'average_sqr_grad', 'step_stat', 'sgd_step', 'momentum_step',
           'adam_step', 'radam_step', 'lamb_step', 'rms_prop_step')   # fastai's step functions whose hypers it knows
 
-def _step_name(f): return getattr(getattr(f, 'func', f), '__name__', repr(f))
-
 class OptimizerTimescales:
     "What each hyper-parameter of a fastai `Optimizer` averages over (read from its step functions), and its rule"
     def __init__(self,
@@ -55,22 +53,21 @@ class OptimizerTimescales:
             f"KeepTimescales knows the hyper-parameters of fastai's optimizers (SGD, RMSProp, Adam, RAdam, Lamb, "
             f"ranger), not of {type(inner).__name__}. Pass opt_func=Adam (or SGD, RAdam, ...), or remove "
             'KeepTimescales.')
-        steps = {_step_name(f): f for f in inner.cbs}
+        steps = {getattr(getattr(f, 'func', f), '__name__', repr(f)): f for f in inner.cbs}   # (a `partial`'s too)
         unknown = [n for n in steps if n not in _STEPS]
         if unknown: raise ValueError(
             f"KeepTimescales does not know what the hyper-parameters of the optimizer's step function {unknown[0]!r} "
             f"average over (it knows {', '.join(_STEPS)}). Use SGD, RMSProp, Adam, RAdam, Lamb or ranger, or remove "
             'KeepTimescales.')
         average = steps.get('average_grad')
-        self.mom = average is not None
+        self.mom,self.sqr_mom,self.decoupled = average is not None,'average_sqr_grad' in steps,'weight_decay' in steps
         self.damped = self.mom and bool(getattr(average, 'keywords', {}).get('dampening', False))
-        self.sqr_mom,self.decoupled = 'average_sqr_grad' in steps,'weight_decay' in steps
 
     @property
     def names(self)->list:
         "The hyper-parameters the rules may change"
-        return [n for n,on in (('lr', self.mom and not self.damped), ('mom', self.mom), ('sqr_mom', self.sqr_mom),
-                               ('wd', self.decoupled)) if on]
+        on = dict(lr=self.mom and not self.damped, mom=self.mom, sqr_mom=self.sqr_mom, wd=self.decoupled)
+        return [n for n,changes in on.items() if changes]
 
     def adjusted(self,
         hypers:dict, # A parameter group's hyper-parameters as the step's schedulers (and `lr_scale`) set them
@@ -91,13 +88,27 @@ class OptimizerTimescales:
 class _PerFit(Callback):
     "A callback whose partners are its fit's: released as each fit starts and ends (not a validation's, `summary`'s)"
     learn,__setattr__ = Attached(),object.__setattr__   # (leaving the Learner calls `_release`)
+    ga,_loaded = None,None   # (the fit's accumulation callback; a state loaded before the fit, for it)
+    _recorder = property(lambda self: getattr(self.__dict__.get('learn'), 'recorder', None))
 
     def before_fit(self):
         "A new fit starts afresh (fastai's validation context fires `before_fit` too: nothing to do there)"
         if not inside_fit(self.learn): self._release()
-
     def after_fit(self):
         if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
+
+    def before_train(self):
+        "Once a fit (not in `lr_find`, which sweeps as it is): `_start` finds the partners, with a state loaded for it"
+        if self.ga is None and 'lr_finder' not in vars(self.learn):
+            self._start(self.learn, self._loaded)
+            self._loaded = None   # (kept if the partners were refused)
+
+    def load_state_dict(self, state:dict):
+        "A state taken in a fit continues it (this fit, or the next: `_take`); one taken after a fit: `_finished`"
+        if not state.get('in_fit'): self._finished(state)
+        elif self.ga is None: self._loaded = state
+        else: self._take(state)
+    def _finished(self, state): "A state taken after a fit: nothing to continue"
 
 class KeepTimescales(_PerFit):
     "Keep the horizons in samples of `mom`, `sqr_mom` (β' = β**(B/B₀)) and decoupled `wd` as the batch B changes"
@@ -105,35 +116,30 @@ class KeepTimescales(_PerFit):
     def __init__(self,
         reference:int|None=None, # The batch the timescales are kept at (`None`: the fit's first window's)
     ):
-        if reference is not None:
-            check_positive_int('reference', reference, "Pass the batch size to keep the timescales at, or None.")
-        self.reference,self.ga,self.rules,self.in_fit_reference = reference,None,None,None
-        self._set,self._loaded = None,None   # (the values a step changed, to put back; a loaded state, for the fit)
+        self.reference = check_optional_int('reference', reference, 'Pass the batch size to keep the timescales at, '
+                                            'or None.')
+        self.rules,self.in_fit_reference,self._set = None,None,None   # (`_set`: the values a step changed, to put back)
 
     def _release(self): self._restore(); self.ga = None
 
-    def before_train(self):
+    def _start(self, learn, loaded):
         "The fit's accumulation callback and the optimizer's rules (refused if unknown); the reference batch"
-        learn = self.learn
-        if self.ga is not None or 'lr_finder' in vars(learn): return   # (once a fit; `lr_find` sweeps as it is)
         ga = find_cb(learn, GradientAccumulation)
         if ga is None: raise ValueError("KeepTimescales keeps the timescales as the batch of fastaccum's "
             'GradientAccumulation changes: add GradientAccumulation (or GradientAccumulationSchedule) to the Learner.')
         self.rules = OptimizerTimescales(learn.opt)
-        loaded,self._loaded = self._loaded,None
         self.in_fit_reference = loaded['reference'] if loaded else self.reference or ga.parts.size
-        recorder = getattr(learn, 'recorder', None)
-        if recorder is not None:
-            recorder.kept_hps = loaded['kept_hps'] if loaded else {n: [] for n in self.rules.names}
+        if self._recorder is not None:
+            self._recorder.kept_hps = loaded['kept_hps'] if loaded else {n: [] for n in self.rules.names}
         self.ga = ga
+
+    def _take(self, state): self.in_fit_reference = state['reference']
 
     def before_step(self):
         "The step's hyper-parameters, as scheduled, put to the batch in use (kept to be put back after it)"
         ga = self.ga
-        if ga is None: return
-        ratio = ga.in_use/self.in_fit_reference
-        if ratio == 1: return   # (the values as they are)
-        factor = 1. if ga.hypers is None else ga.hypers.factor(ga.in_use)
+        if ga is None or ga.in_use == self.in_fit_reference: return   # (the values as they are)
+        ratio,factor = ga.in_use/self.in_fit_reference,1. if ga.hypers is None else ga.hypers.factor(ga.in_use)
         self._set = []
         for h in self.learn.opt.hypers:
             new = self.rules.adjusted(h, ratio, factor)
@@ -142,10 +148,9 @@ class KeepTimescales(_PerFit):
 
     def after_batch(self):
         "Log the step's values beside its lr (the Recorder's `kept_hps`), then put back those the schedulers set"
-        recorder = getattr(self.learn, 'recorder', None)
+        recorder = self._recorder
         if self.ga is not None and recorder is not None and recorder.run_train and self.training:
-            last = self.learn.opt.hypers[-1]
-            for name,values in recorder.kept_hps.items(): values.append(last[name])
+            for name,values in recorder.kept_hps.items(): values.append(self.learn.opt.hypers[-1][name])
         self._restore()
 
     def before_batch(self): self._restore()   # (a step an exception ended before `after_batch`)
@@ -154,25 +159,16 @@ class KeepTimescales(_PerFit):
 
     def _restore(self):
         "Each value set back to what it was, unless someone set it since (then theirs stays)"
-        if self._set is None: return
-        for h,changed in self._set:
+        for h,changed in self._set or []:
             for k,(old,mine) in changed.items():
                 if h.get(k) is mine: h[k] = old
         self._set = None
 
-    # -- a checkpoint's share (`TrainingCheckpoint`)
     def state_dict(self)->dict:
-        "The reference batch and the Recorder's values; `in_fit`: taken inside a fit (to continue it)"
-        recorder = getattr(self.__dict__.get('learn'), 'recorder', None)
-        kept = getattr(recorder, 'kept_hps', None)
+        "For a checkpoint: the reference batch and the Recorder's values; `in_fit`: taken inside a fit (to continue it)"
+        kept = getattr(self._recorder, 'kept_hps', None)
         return dict(reference=self.in_fit_reference, in_fit=self.ga is not None,
                     kept_hps=None if kept is None else {k: list(v) for k,v in kept.items()})
-
-    def load_state_dict(self, state:dict):
-        "A state taken in a fit: its reference batch (and records) continue the next fit's, or this one's"
-        if not state.get('in_fit'): return
-        if self.ga is None: self._loaded = state
-        else: self.in_fit_reference = state['reference']
 
 # %% ../nbs/17_timescales.ipynb #b965c982
 class BatchSizeWarmup(_PerFit, WindowListener):
@@ -185,28 +181,21 @@ class BatchSizeWarmup(_PerFit, WindowListener):
     ):
         check_positive_int('max_bs', max_bs, 'Pass the largest batch size, e.g. max_bs=512.')
         check_positive_int('min_steps', min_steps, 'Pass the optimizer steps between changes, e.g. min_steps=10.')
-        if grow not in ('double', 'suggestion'):
-            raise ValueError(f"`grow` must be 'double' or 'suggestion', got {grow!r}. Pass grow='double'.")
+        check_choice('grow', grow, ('double', 'suggestion'))
         store_attr()
-        self.ga,self.noise,self._loaded,self.noise_history = None,None,None,[]
-        self._replaced = None   # (the accumulation callback's policy this warm-up replaced for the fit)
+        self.noise,self.noise_history,self._replaced = None,[],None   # (`_replaced`: the policy it replaced, for a fit)
         self._take(dict(in_use=None, changed_at=0, samples=0, history=[]))
 
     def _release(self):
         "Let go of the partners; removed mid-fit, the accumulation callback gets back the policy this one replaced"
-        ga = self.ga
-        if ga is not None and ga.policy is self: ga.policy = self._replaced
+        if self.ga is not None and self.ga.policy is self: self.ga.policy = self._replaced
         self.ga = self.noise = self._replaced = None
 
-    def before_train(self):
+    def _start(self, learn, loaded):
         "At the fit's start: the accumulation callback follows this warm-up (a loaded state continues where it was)"
-        learn = self.learn
-        if self.ga is not None or 'lr_finder' in vars(learn): return
         ga,noise = self._partners(learn)
-        loaded,self._loaded = self._loaded,None
         self._take(loaded or dict(in_use=ga.in_use, changed_at=0, samples=0, history=[]))
-        self._replaced = ga.policy
-        ga.policy,self.ga,self.noise = self,ga,noise   # (the fit's policy: `size` at each window's start)
+        self._replaced,ga.policy,self.ga,self.noise = ga.policy,self,ga,noise   # (the fit's policy: this one's `size`)
         self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
 
     def _partners(self, learn)->tuple:
@@ -230,13 +219,11 @@ class BatchSizeWarmup(_PerFit, WindowListener):
         plan, # The fit's plan
     )->int:
         "The batch of the window that starts now: the one in use, or grown by the rule when a change is due"
-        ga = self.ga
-        if ga.n_steps - self.changed_at < self.min_steps: return self.in_use
-        suggestion,now = self.noise.b_simple,self.in_use
-        cap = plan.round(self.max_bs, lo=now)
+        ga,now = self.ga,self.in_use
+        if ga.n_steps - self.changed_at < self.min_steps: return now
+        suggestion,cap = self.noise.b_simple,plan.round(self.max_bs, lo=now)
         if not math.isfinite(suggestion) or now >= cap: return now
-        if self.grow == 'double': target = 2*now if suggestion >= 2*now else now
-        else: target = suggestion
+        target = (2*now if suggestion >= 2*now else now) if self.grow == 'double' else suggestion
         new = plan.round(min(target, cap), lo=now)
         if new > now:
             self.history.append(dict(step=ga.n_steps, samples=self.samples, suggestion=suggestion, accum_bs=new))
@@ -252,16 +239,11 @@ class BatchSizeWarmup(_PerFit, WindowListener):
         return dict(in_use=self.in_use, changed_at=self.changed_at, samples=self.samples, history=list(self.history),
                     in_fit=self.ga is not None)
 
-    def load_state_dict(self, state:dict):
-        "A state taken in a fit continues it (this fit, or the next); one taken after a fit leaves its history"
-        if not state.get('in_fit'): self.history = list(state['history']); return
-        if self.ga is None: self._loaded = state
-        else: self._take(state)
-
     def _take(self, state:dict):
         "The warm-up where `state` says: the batch in use, the step it was set at, the samples, the decisions"
         self.in_use,self.changed_at,self.samples = state['in_use'],state['changed_at'],state['samples']
         self.history = list(state['history'])
+    def _finished(self, state): self.history = list(state['history'])   # (a state after a fit: its decisions)
 
 # %% ../nbs/17_timescales.ipynb #0dbce180
 @patch
@@ -270,12 +252,12 @@ def plot_warmup(self:BatchSizeWarmup,
 ):
     "The smoothed noise scale and the batch in use at each optimizer step, each decision marked"
     import matplotlib.pyplot as plt
-    history = self.noise_history
-    if not history: raise ValueError('No fit recorded yet: plot_warmup plots the last fit.')
+    steps,decisions = self.noise_history,self.history
+    if not steps: raise ValueError('No fit recorded yet: plot_warmup plots the last fit.')
     if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
-    ax.plot([h['b_simple'] for h in history], label='B_simple (smoothed)')
-    ax.step(range(len(history)), [h['accum_bs'] for h in history], where='post', label='accum_bs in use')
-    ax.scatter([h['step'] for h in self.history], [h['accum_bs'] for h in self.history], color='k', zorder=3,
+    ax.plot([h['b_simple'] for h in steps], label='B_simple (smoothed)')
+    ax.step(range(len(steps)), [h['accum_bs'] for h in steps], where='post', label='accum_bs in use')
+    ax.scatter([h['step'] for h in decisions], [h['accum_bs'] for h in decisions], c='k', zorder=3,
                label='warm-up decision')
     ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.set_yscale('log'); ax.legend()
     return ax
