@@ -2,7 +2,7 @@
 checkpoint), then with `TrainingCheckpoint(resume=True)`, killed with `os._exit` (no cleanup, as SIGKILL) at each of the
 given points in turn, each kill in its own process, and started again after each, until a process runs to the end.
 
-Not a page: the tests of nbs/22_checkpoint.ipynb and nbs/tests/checkpoint_scripts.ipynb run it (`run_scripts`).
+Not a page: the tests of nbs/tests/checkpoint.ipynb and nbs/tests/checkpoint_scripts.ipynb run it (`run_scripts`).
 
     python checkpoint_script.py SPEC FOLDER
 
