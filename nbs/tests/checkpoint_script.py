@@ -42,7 +42,7 @@ from fastai.callback.all import *
 from fastai.callback.data import WeightedDL
 from fastai.text.data import LMDataLoader, SortedDL
 from fastaccum.all import *
-from fastaccum import checkpoint
+from fastaccum import checkpoint, checkpoint_files
 from fastaccum.testing import synth_data
 torch.set_num_threads(1)
 
@@ -163,14 +163,14 @@ class FirstBatch(Callback):
 
 def tear_writes(n):
     "Die half-way through writing the n-th checkpoint of this process"
-    class TornFile(checkpoint._HashingFile):
+    class TornFile(checkpoint_files._HashingFile):
         def __init__(self, f):
             super().__init__(f)
             seen['write'] = seen.get('write', 0) + 1
         def write(self, b):
             if seen['write'] == n and self.n > 2048: die('write')
             return super().write(b)
-    checkpoint._HashingFile = TornFile
+    checkpoint_files._HashingFile = TornFile
 
 def ended(learn):
     "What a fit ended with: the weights, the Recorder, and the CSV log (without its times)"
