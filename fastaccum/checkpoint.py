@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/checkpoint.html.md"""
 
 # %% ../nbs/22_checkpoint.ipynb #65e99613
 from __future__ import annotations
-import hashlib, inspect, numbers, os, random, sys, uuid, weakref
+import hashlib, inspect, numbers, random, sys, uuid, weakref
 from functools import partial
 from pathlib import Path
 import numpy as np
@@ -18,7 +18,7 @@ from fastai.callback.progress import ProgressCallback, CSVLogger
 from fastai.callback.tracker import TrackerCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer
-from fastai.torch_core import no_random, to_device
+from fastai.torch_core import no_random
 from .checks import CheckpointError, check_positive_int, check_optional_int, check_bool, check_path
 from .distributed import ddp_world_size, bare_model
 from .loaders import loader_bs
@@ -47,28 +47,23 @@ def _set_random_states(s):
     if s['cuda'] is not None and torch.cuda.is_available() and len(s['cuda']) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(s['cuda'])
 
-def _rng_owner(dl):
-    "The fastai `DataLoader` whose `rng` orders `dl` (itself, or the one a `DistributedDL` wraps); `None` for others"
+def _order_of(dl)->tuple:
+    "The fastai loader whose `rng` orders `dl` (it, or the one a `DistributedDL` wraps), and the order it keeps"
+    # (from epoch to epoch: `LMDataLoader` shuffles its texts in place); `(None, None)` for other loaders
     while 'rng' not in vars(dl) and 'dl' in vars(dl): dl = dl.dl
-    return dl if isinstance(vars(dl).get('rng'), random.Random) else None
-
-def _kept_order(dl):
-    "The order a loader keeps from one epoch to the next: `LMDataLoader` shuffles its texts in place"
+    if not isinstance(vars(dl).get('rng'), random.Random): return None,None
     text = sys.modules.get('fastai.text.data')   # (no loader is an `LMDataLoader` unless fastai's text module is in)
-    return dl.items.idxs if text is not None and isinstance(dl, text.LMDataLoader) else None
+    return dl,(dl.items.idxs if text is not None and isinstance(dl, text.LMDataLoader) else None)
 
 def _loader_state(dl):
     "What orders a fastai loader's next epoch: its generator, and the order it keeps; `None` for other loaders"
-    owner = _rng_owner(dl)
-    if owner is None: return None
-    kept = _kept_order(owner)
-    return dict(rng=owner.rng.getstate(), kept=None if kept is None else list(kept))
+    owner,kept = _order_of(dl)
+    return None if owner is None else dict(rng=owner.rng.getstate(), kept=None if kept is None else list(kept))
 
 def _set_loader_state(dl, state):
-    owner = _rng_owner(dl)
+    owner,kept = _order_of(dl)
     if owner is None or state is None: return
     owner.rng.setstate(state['rng'])
-    kept = _kept_order(owner)
     if kept is not None and state['kept'] is not None:
         getattr(kept, 'items', kept)[:] = state['kept']   # (in place: the texts' lengths are ordered by the same list)
         owner.make_chunks()
@@ -442,15 +437,12 @@ class FitRecord:
         "How fit 0's checkpoint's run differs from this one (unless this process already continues it)"
         if self.k != 0 or ckpt['run']['id'] == self.run['id']: return []
         return _differences(ckpt['run']['identity'], self.identity, 'run ')
-
     def finish(self):
         "The fit ended (not by an exception): the run's next fit is the one after it"
         self.run['completed'],self.run['started'] = self.k+1,None
-
     def say(self, message:str):
         "One line, from one process"
         if self.rank == 0: print(f'TrainingCheckpoint: {message}')
-
     def say_finished(self, pos:dict, path:Path):
         done = f"{_count(pos['epoch'], 'epoch')}, {_count(pos['steps'], 'optimizer step')}"
         self.say(f'fit {self.k} had finished ({done}): its end is loaded from {path}, and nothing is trained again. '
@@ -658,7 +650,7 @@ class DataOrder:
     @staticmethod
     def resumable(dl)->bool:
         "Whether an epoch of `dl` can resume in its middle: a fastai loader, whose order its own generator draws"
-        return _rng_owner(dl) is not None
+        return _order_of(dl)[0] is not None
     def epoch_started(self):
         "Note the random states and the training loader's as an epoch starts: they draw its order"
         self.started = dict(random=_random_states(), loader=_loader_state(self.learn.dl))
@@ -666,7 +658,6 @@ class DataOrder:
         "This process's random states and loaders' states, and with `in_epoch` those its epoch started with"
         return dict(random=_random_states(), loaders=[_loader_state(dl) for dl in self.learn.dls.loaders],
                     epoch=self.started if in_epoch else None)
-
     def put_back(self,
         taken:dict, # What `take` gave (in another process, maybe)
         batches:int=0, # The training loader batches done in the epoch (taken `in_epoch`): left out of its order
@@ -693,9 +684,7 @@ class DataOrder:
             _put_back_get_idxs(dl, own)
             idxs = list(get_idxs())
             # PyTorch's loader iterator draws the seed of its workers next: from a copy, as the epoch drew it
-            generator = torch.Generator()
-            generator.set_state(torch.get_rng_state())
-            dl.fake_l.generator = generator
+            dl.fake_l.generator = torch.Generator().set_state(torch.get_rng_state())
             _set_random_states(random_states)
             return idxs[n:]
         dl.get_idxs = skipping_get_idxs
@@ -711,15 +700,14 @@ class DataOrder:
         runner.skip,self._skipping = 0,None
 
 def _put_back_get_idxs(dl, own):
-    if own is None: vars(dl).pop('get_idxs', None)
-    else: dl.get_idxs = own
+    vars(dl).pop('get_idxs', None)
+    if own is not None: dl.get_idxs = own
 
 # %% ../nbs/22_checkpoint.ipynb #74332278
 class PausedCallbacks:
     "Other callbacks switched off while the epochs that a checkpoint had finished are skipped, and then back on"
     def __init__(self): self.paused = []
     def __bool__(self): return bool(self.paused)
-
     def pause(self,
         cbs:list, # The callbacks to switch off (their `run`), but a `ProgressCallback`: its epochs count from 0
     ):

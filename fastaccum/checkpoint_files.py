@@ -211,7 +211,6 @@ class CheckpointFiles:
         "Delete what writes killed half-way left beside fit `k`'s checkpoint (process 0: the others wait for it)"
         if rank == 0: (remove_partial_sharded if self.shards else remove_partial_writes)(self.stored(k))
         if self.shards and world_size > 1: torch.distributed.barrier()
-
     def write(self,
         k:int, # The fit
         payload:dict|None, # What to write (`None` in processes but 0, which write only their shards)
