@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/checkpoint.html.md"""
 
 # %% ../nbs/22_checkpoint.ipynb #65e99613
 from __future__ import annotations
-import errno, hashlib, inspect, io, numbers, os, random, shutil, struct, sys, uuid, weakref
+import hashlib, inspect, numbers, random, sys, uuid, weakref
 from functools import partial
 from pathlib import Path
 import numpy as np
@@ -19,17 +19,22 @@ from fastai.callback.tracker import TrackerCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer
 from fastai.torch_core import no_random
-from .checks import check_positive_int, check_optional_int, check_bool, check_path
-from .distributed import ddp_world_size, is_fsdp, fsdp_root
+from .checks import CheckpointError, check_positive_int, check_optional_int, check_bool, check_path
+from .distributed import ddp_world_size, bare_model
 from .loaders import loader_bs
 from .parts import Releases, Attached, FitScope, find_cb, fit_running
 from .integrations import _BATCH_EVENTS   # (the batch events, which fastai runs only with `run_train`)
 from .runner import BatchRunner
 from .accumulate import GradientAccumulation
+from .sharded import load_sharded, model_shapes
+from .checkpoint_files import *
+from .checkpoint_files import _FORMAT, _check_fname
+_all_ = ['CheckpointError', 'save_checkpoint_file', 'load_checkpoint_file', 'numbered_path', 'remove_partial_writes',
+         'CheckpointFiles']
 
 # %% auto #0
-__all__ = ['TrainingCheckpoint', 'numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'load_checkpoint_file',
-           'FitRecord', 'CheckpointFiles', 'LearnerState', 'DataOrder', 'PausedCallbacks', 'CheckpointError']
+__all__ = ['TrainingCheckpoint', 'FitRecord', 'LearnerState', 'DataOrder', 'PausedCallbacks', 'CheckpointError',
+           'save_checkpoint_file', 'load_checkpoint_file', 'numbered_path', 'remove_partial_writes', 'CheckpointFiles']
 
 # %% ../nbs/22_checkpoint.ipynb #8dc78e12
 def _random_states():
@@ -42,43 +47,31 @@ def _set_random_states(s):
     if s['cuda'] is not None and torch.cuda.is_available() and len(s['cuda']) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(s['cuda'])
 
-def _rng_owner(dl):
-    "The fastai `DataLoader` whose `rng` orders `dl` (itself, or the one a `DistributedDL` wraps); `None` for others"
+def _order_of(dl)->tuple:
+    "The fastai loader whose `rng` orders `dl` (it, or the one a `DistributedDL` wraps), and the order it keeps"
+    # (from epoch to epoch: `LMDataLoader` shuffles its texts in place); `(None, None)` for other loaders
     while 'rng' not in vars(dl) and 'dl' in vars(dl): dl = dl.dl
-    return dl if isinstance(vars(dl).get('rng'), random.Random) else None
-
-def _kept_order(dl):
-    "The order a loader keeps from one epoch to the next: `LMDataLoader` shuffles its texts in place"
+    if not isinstance(vars(dl).get('rng'), random.Random): return None,None
     text = sys.modules.get('fastai.text.data')   # (no loader is an `LMDataLoader` unless fastai's text module is in)
-    return dl.items.idxs if text is not None and isinstance(dl, text.LMDataLoader) else None
+    return dl,(dl.items.idxs if text is not None and isinstance(dl, text.LMDataLoader) else None)
 
 def _loader_state(dl):
     "What orders a fastai loader's next epoch: its generator, and the order it keeps; `None` for other loaders"
-    owner = _rng_owner(dl)
-    if owner is None: return None
-    kept = _kept_order(owner)
-    return dict(rng=owner.rng.getstate(), kept=None if kept is None else list(kept))
+    owner,kept = _order_of(dl)
+    return None if owner is None else dict(rng=owner.rng.getstate(), kept=None if kept is None else list(kept))
 
 def _set_loader_state(dl, state):
-    owner = _rng_owner(dl)
+    owner,kept = _order_of(dl)
     if owner is None or state is None: return
     owner.rng.setstate(state['rng'])
-    kept = _kept_order(owner)
     if kept is not None and state['kept'] is not None:
         getattr(kept, 'items', kept)[:] = state['kept']   # (in place: the texts' lengths are ordered by the same list)
         owner.make_chunks()
 
-
-def _bare(model):
-    "The model inside DDP"
-    from torch.nn.parallel import DistributedDataParallel
-    return model.module if isinstance(model, DistributedDataParallel) else model
-
 def _to_device(o, device):
     if isinstance(o, torch.Tensor): return o.to(device)
     if isinstance(o, dict): return {k: _to_device(v, device) for k,v in o.items()}
-    if isinstance(o, (list, tuple, L)): return type(o)(_to_device(v, device) for v in o)
-    return o
+    return type(o)(_to_device(v, device) for v in o) if isinstance(o, (list, tuple, L)) else o
 
 def _plain(o):
     "A value as it compares across processes: plain values, lists and dicts of them (tensors too), functions by name"
@@ -88,17 +81,16 @@ def _plain(o):
     if isinstance(o, (list, tuple)): return [_plain(v) for v in o]
     return getattr(o, '__qualname__', type(o).__name__) if callable(o) else type(o).__name__
 
-def _settings(cb)->dict:
-    "The arguments a callback was made with, as far as it keeps them under their names"
+def _callback_config(cb)->dict:
+    "A callback's class and the arguments it was made with, as far as it keeps them under their names"
     params = inspect.signature(type(cb).__init__).parameters
     names = [n for n in params if n not in ('self', 'args', 'kwargs')]
     kept = vars(cb.settings) if isinstance(cb, GradientAccumulation) else {}   # (its arguments: `AccumSettings`)
     if kept and 'kwargs' in params: names += [n for n in kept if n not in names]   # (a subclass passing them on)
     values = {n: kept[n] if n in kept else getattr(cb, n, None) for n in names}
     if isinstance(cb, GradientAccumulation):   # its batch size: the setting, not the batch a fit has in use
-        for n in ('accum_bs', 'accum_items'):
-            if n in values: values[n] = cb.fixed.setting if n == cb.fixed.name else None
-    return values
+        for n in {'accum_bs', 'accum_items'} & set(values): values[n] = cb.fixed.setting if n == cb.fixed.name else None
+    return dict(type=type(cb).__name__, **{n: _plain(v) for n,v in values.items()})
 
 def _item_bytes(o)->bytes:
     "An item of a dataset (or a value) as bytes, to fingerprint it: its contents, not its place in memory"
@@ -111,9 +103,11 @@ def _item_bytes(o)->bytes:
     if hasattr(o, 'to_numpy'): return _item_bytes(o.to_numpy())   # (a row of a DataFrame)
     return type(o).__qualname__.encode()
 
-def _read_item(dataset, i):
-    "Item `i` of any dataset as it gives it (loaded, transformed), drawing from random states of its own"
-    with no_random(0): return dataset[i]   # (fastai's: seeded, and the process's random states put back after)
+def _hash(*parts)->str:
+    "A short hash of tensors, arrays, plain values, and lists, tuples and dicts of them (tensors read onto the CPU)"
+    sha = hashlib.sha256()
+    for o in parts: sha.update(_item_bytes(o))
+    return sha.hexdigest()[:16]
 
 def _fingerprint(dataset)->str|None:
     "A hash of 16 items of the training set, spread over it: fastai's raw `items` or a list's as stored, else as read"
@@ -121,29 +115,20 @@ def _fingerprint(dataset)->str|None:
     if isinstance(items, L): items = items.items
     if isinstance(items, (list, tuple)): get = (list if isinstance(items, list) else tuple).__getitem__   # (as stored)
     elif hasattr(items, 'iloc'): get = lambda items, i: items.iloc[i]   # (a DataFrame's rows)
-    elif hasattr(items, '__getitem__') and hasattr(items, '__len__'): get = _read_item   # (any map-style dataset)
+    elif hasattr(items, '__getitem__') and hasattr(items, '__len__'):   # (any map-style dataset, with its own seed)
+        def get(items, i):
+            with no_random(0): return items[i]
     else: return None   # (an iterable dataset: nothing read of it, it would be consumed)
-    n,sha = len(items),hashlib.sha256()
-    for i in sorted({i*(n-1)//15 for i in range(16)} if n else ()): sha.update(_item_bytes(get(items, i)))
-    return sha.hexdigest()[:16]
-
-def _hash(*parts)->str:
-    "A short hash of tensors, arrays, plain values, and lists, tuples and dicts of them (tensors read onto the CPU)"
-    sha = hashlib.sha256()
-    for o in parts: sha.update(_item_bytes(o))
-    return sha.hexdigest()[:16]
+    n = len(items)
+    return _hash(*(get(items, i) for i in sorted({i*(n-1)//15 for i in range(16)} if n else ())))
 
 def _starting_point(learn)->dict:
     "What tells a run from another as it starts: its initial weights, and the random states (the seed) and loader's"
-    state = _bare(learn.model).state_dict()   # (each tensor's first values: a large model is not copied whole)
+    state = bare_model(learn.model).state_dict()   # (each tensor's first values: a large model is not copied whole)
     weights = [(n, t.shape, getattr(t, 'to_local', lambda: t)().reshape(-1)[:1024]) for n,t in state.items()]
     s = _random_states()
     drawn = (s['python'], s['numpy'][1], s['torch'], _loader_state(learn.dls.train))
     return {'initial weights': _hash(*weights), 'random states': _hash(*drawn)}
-
-def _callback_config(cb):
-    "A callback's class and the arguments it was made with"
-    return dict(type=type(cb).__name__, **{n: _plain(v) for n,v in _settings(cb).items()})
 
 def _differences(old, new, prefix=''):
     "What differs between two configurations, field by field (nested fields as `a.b`)"
@@ -166,72 +151,9 @@ def _short(v, n=80, exact=False):
     s = fmt(v)
     return s if len(s) <= n else s[:n-3] + '...'
 
-_FORMAT = 3
-_CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
-                    'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
-
-def _grads(model)->list:
-    "Each parameter's gradient at a step boundary: `None` (none yet), 0 (zeroed: fastai keeps the tensor), or itself"
-    return [None if p.grad is None else 0 if not p.grad.any() else p.grad.detach().clone() for p in model.parameters()]
-
-def _set_grads(model, grads:list):
-    "Gradients as they were: a fastai optimizer steps every parameter that has one, even a frozen one (with its decay)"
-    for p,g in zip(model.parameters(), grads):
-        p.grad = None if g is None else torch.zeros_like(p) if isinstance(g, int) else g.to(p.device)
-
-def _check_contents(ckpt, path):
-    "A checkpoint of this version of `TrainingCheckpoint`, or a `CheckpointError` that says what it is"
-    if isinstance(ckpt, dict) and ckpt.get('format') not in (None, _FORMAT) and 'config' in ckpt:
-        raise CheckpointError(f'`{path}` was written by another version of fastaccum (checkpoint format '
-                              f'{ckpt["format"]}, this one reads {_FORMAT}). Delete it to start afresh, or pass '
-                              'another fname.')
-    if not isinstance(ckpt, dict) or ckpt.get('format') != _FORMAT or not _CHECKPOINT_KEYS <= set(ckpt):
-        lacks = sorted(_CHECKPOINT_KEYS - set(ckpt)) if isinstance(ckpt, dict) else 'everything'
-        raise CheckpointError(f'`{path}` is not a TrainingCheckpoint checkpoint (it lacks {lacks}). '
-                              'Delete it to start afresh, or pass another fname.')
-
 def _loader_batch_done(ga):
     "Whether the micro-batch ends its loader batch (always, without fastaccum, or without `micro_batch_size`)"
     return ga is None or ga.loader_batch_done
-
-def _recorder_state(recorder):
-    "The Recorder's history; with `train_metrics`, its metrics' running state too (they accumulate over the epoch)"
-    if recorder is None: return None
-    smooth = recorder.smooth_loss
-    metrics = None if not recorder.train_metrics else [{k: v for k,v in vars(m).items() if not callable(v)}
-                                                         for m in recorder.metrics]
-    return dict(lrs=list(recorder.lrs), losses=list(recorder.losses), iters=list(recorder.iters),
-                values=[list(v) for v in recorder.values], smooth_loss=(smooth.count, smooth.val), metrics=metrics,
-                hps=getattr(recorder, 'hps', None), accum_bs=getattr(recorder, 'accum_bs', None))   # (one-cycle's, ...)
-
-_TRACKED = ('best', 'wait', 'new_best', 'last_saved_path')   # what fastai's trackers carry from epoch to epoch
-
-def _tracker_state(cb): return {k: cb.__dict__[k] for k in _TRACKED if k in cb.__dict__}
-
-def _csv_text(cb)->str:
-    "What a `CSVLogger` has written so far"
-    f = cb.__dict__.get('file')
-    if f is not None and not f.closed: f.flush()
-    path = Path(cb.path)/cb.fname
-    return path.read_text() if path.exists() else ''
-
-def _restore_csv(cb, text:str):
-    "A `CSVLogger`'s file as it was at the checkpoint (its `before_fit` opened it afresh, or its `after_fit` closed it)"
-    f = cb.__dict__.get('file')
-    if f is not None and not f.closed: f.seek(0); f.truncate(); f.write(text); f.flush()
-    else: (Path(cb.path)/cb.fname).write_text(text)
-
-def _drop_unlogged_header(cb):
-    "A `CSVLogger(append=True)` started again after a kill that left its header and no row: that header goes"
-    lines = _csv_text(cb).splitlines(keepends=True)
-    if cb.append and len(lines) > 1 and lines[-1] == lines[-2]: _restore_csv(cb, ''.join(lines[:-1]))
-
-def _check_fname(fname)->str:
-    "`fname` as a str, if it names a checkpoint in `learn.model_dir`: no folders; else an error naming it"
-    if not isinstance(fname, (str, os.PathLike)) or not str(fname) or Path(fname).name != str(fname):
-        raise ValueError(f'`fname` must be a file name without folders, got {fname!r}. Pass e.g. '
-                         'fname="checkpoint"; the file goes to learn.path/learn.model_dir.')
-    return str(fname)
 
 def _check_run_name(name)->str|None:
     if name is None or isinstance(name, str) and name.strip(): return name
@@ -247,38 +169,8 @@ _ARGUMENTS = dict(   # `TrainingCheckpoint`'s arguments, each checked whenever i
     fname=_check_fname, run_name=_check_run_name, every_epoch=partial(check_bool, 'every_epoch'),
     resume=partial(check_bool, 'resume'), keep=partial(check_positive_int, 'keep', fix='Pass e.g. keep=1.'),
     every_steps=partial(check_optional_int, 'every_steps', fix='Pass a number of optimizer steps, or None.'))
-_STEP_EVENTS = ('after_step',)   # (dispatched always: it counts the steps)
 
 # %% ../nbs/22_checkpoint.ipynb #e71eee6e
-def _world()->int:
-    "The processes training now: those of the process group, or 1"
-    started = torch.distributed.is_available() and torch.distributed.is_initialized()
-    return torch.distributed.get_world_size() if started else 1
-
-def _processes(n:int)->str: return f'{n} process' + ('' if n == 1 else 'es')
-
-def _other_kind(files:'CheckpointFiles', k:int):
-    "`None` when fit `k` has no checkpoint of the other kind (sharded or not) either; else a `CheckpointError`"
-    other = files.path(k) if files.shards else files.path(k).with_suffix('')   # (a file, or a folder of shards)
-    if not (other.is_file() if files.shards else (other/'fastaccum.pt').is_file()): return None
-    from fastaccum.sharded import sharded_extra
-    wrote = (load_checkpoint_file(other) if files.shards else sharded_extra(other))['config']['world size']
-    kind,now = ('not sharded', 'sharded with FSDP 2') if files.shards else ('sharded with FSDP 2', 'not sharded')
-    how = (f'inside learn.sharded_ctx(), launched with torchrun --nproc_per_node {wrote}' if not files.shards else
-           f'under distrib_ctx, launched with torchrun --nproc_per_node {wrote}' if wrote > 1 else 'in one process')
-    raise CheckpointError(f'`{other}` is a checkpoint of this run {kind} (world size: {wrote} in the checkpoint, '
-                          f'{_world()} now), and this fit is {now} ({_processes(_world())}). Resume it as it was '
-                          f'written ({how}), or delete it (or pass resume=False, or another fname) to start afresh.')
-
-def _check_sharded_opt(opt):
-    "Under FSDP 2, a fastai optimizer (its state is written as shards); else an error that names `opt_func`"
-    if isinstance(opt, Optimizer): return
-    inner = getattr(opt, 'opt', None)
-    got = type(opt).__name__ + (f' around {type(inner).__name__}' if inner is not None else '')
-    raise ValueError(f"TrainingCheckpoint under FSDP 2 (learn.sharded_ctx()) writes the optimizer's state as shards, "
-                     f"which needs a fastai optimizer, but the Learner's is {got}. Make the Learner with a fastai "
-                     'opt_func (SGD, Adam, RAdam, ...: e.g. opt_func=Adam), or train unsharded.')
-
 _OWN = ('training batches', 'training samples', 'training data')   # each process's: its part of the data
 
 def _own_part(config:dict)->dict: return {k: config[k] for k in _OWN if k in config}
@@ -294,16 +186,14 @@ def _everywhere(differences:list, rank:int, world_size:int)->list:
     if world_size == 1: return differences
     every = [None]*world_size
     torch.distributed.all_gather_object(every, differences)
-    others = [f'in process {r}, {d}' for r,ds in enumerate(every) if r != rank for d in ds if d not in differences]
-    return differences + others
+    return differences + [f'in process {r}, {d}' for r,ds in enumerate(every) if r != rank for d in ds
+                          if d not in differences]
 
 # %% ../nbs/22_checkpoint.ipynb #cde2a7b9
 class TrainingCheckpoint(Callback):
     "Save all a run needs at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
     order = 99   # after every other callback: the Recorder (50) has logged the batch, the schedulers (60) done theirs
-    # no batch events while no checkpoint is due (fastai's dispatch of them is what a callback costs at each
-    # micro-batch) but the step's, which count the steps and turn `run_train` on when a checkpoint is due
-    run_train = run_valid = False
+    run_train = run_valid = False   # (no batch events but `after_step` until a checkpoint is due: see `__call__`)
     def __init__(self,
         fname:str='checkpoint', # The run's file name: its fit 0 writes `learn.path/learn.model_dir/{fname}.pth`
         every_steps:int|None=None, # Write every this many optimizer steps (at a step boundary); `None`: at epoch ends
@@ -317,11 +207,9 @@ class TrainingCheckpoint(Callback):
         self._resume = self._finished = self._ended = None   # a checkpoint to continue, of a finished fit, at an end
         # its parts, each fit's: the run's record, the files, the Learner's state, the data's order, the skipped epochs
         self.record = self.files = self.state = self.data = self.paused = None
-        self.releases,self.world_size,self.rank,self._config = Releases(),1,0,None   # (the processes: each fit's)
+        self.releases,self.world_size,self.rank,self._config = Releases(),1,0,None
 
-    # fastai sets `learn` when the callback joins a Learner and `None` when it leaves (`remove_cb`, the end of the fit
-    # it was passed to): what the fit installed is released then
-    learn = Attached()
+    learn = Attached()   # (fastai sets it as the callback joins a Learner, `None` as it leaves: releases the fit's)
 
     def __setattr__(self, name, value):
         "Set plainly (no fastai check); an argument, as when the callback is made, checked: an error names it"
@@ -330,8 +218,8 @@ class TrainingCheckpoint(Callback):
         object.__setattr__(self, name, value)
 
     def __call__(self, event_name):
-        "fastai's dispatch of an event: the step's count the steps; the other batch events only when one is due"
-        if event_name in _STEP_EVENTS: return getattr(self, event_name)() if self._on and self.run else None
+        "fastai's dispatch of an event: `after_step` counts the steps; the other batch events only when one is due"
+        if event_name == 'after_step': return self.after_step() if self._on and self.run else None
         if not self.run_train and event_name in _BATCH_EVENTS: return None
         return super().__call__(event_name)
 
@@ -346,11 +234,10 @@ class TrainingCheckpoint(Callback):
         # (the validation context, `summary` and `tta`, inside a fit or not, and `lr_find`, change nothing)
         if self.learn.lock.locked() or not fit_running(self.learn, event=True): return
         self._release()
-        self._on = 'lr_finder' not in vars(self.learn)
-        if not self._on: return
         learn = self.learn
-        scope = FitScope.of(learn).count_steps()   # the fit's scope: the one count of the fit's steps, and its releases
-        self.releases = scope.releases.part(self)   # (closed on every exit of the fit)
+        self._on = 'lr_finder' not in vars(learn)
+        if not self._on: return
+        self.releases = FitScope.of(learn).count_steps().releases.part(self)   # (the fit's: closed on every exit)
         self.files = CheckpointFiles.of(learn, self.fname, self.keep)   # (FSDP 1 refused)
         if self.every_steps is not None and not DataOrder.resumable(learn.dls.train):
             raise ValueError(f'TrainingCheckpoint(every_steps={self.every_steps}) resumes in the middle of an epoch '
@@ -370,19 +257,13 @@ class TrainingCheckpoint(Callback):
         if self.resume and not loaded:
             for cb in self.state._cbs(CSVLogger): _drop_unlogged_header(cb)
 
-    # -- counting the steps: the fit's scope counts those that ran (`FitScope.count_steps`: whoever replaces the
-    # optimizer or its `step`, a cancelled step, a step inside a window that fastaccum skips); this reads its count
     def after_step(self):
-        "The optimizer stepped if the fit's scope counted one more step since the last `after_step`"
+        "A step the fit's scope counted since the last (not a cancelled one): when a checkpoint is due, write it after"
         n = FitScope.of(self.learn).n_steps
-        if n != self._seen: self._seen = n; self._count_step()
-
-    def _count_step(self):
-        "One step more (the one place that counts them); when a checkpoint is due, this batch's `after_batch` writes it"
-        self.steps += 1; self._stepped = True
+        if n == self._seen: return
+        self._seen,self._stepped,self.steps = n,True,self.steps+1
         if self.every_steps is not None and self.steps - self.written >= self.every_steps: self.run_train = True
 
-    # -- resuming
     def _load(self)->bool:
         "Load this fit's checkpoint if it is of this run: continue it, or skip the finished fit; refuse a bad one"
         record,files = self.record,self.files
@@ -397,8 +278,7 @@ class TrainingCheckpoint(Callback):
             self._finished,self.resumed_from = ckpt,(pos['epoch'], 0)
             record.say_finished(pos, path)
             raise CancelFitException()   # (the others end the fit they started; then `after_fit` puts its end back)
-        # everything but the random states and the loaders, which the checkpoint's epoch takes when it starts
-        self.state.put_back(ckpt, path)
+        self.state.put_back(ckpt, path)   # (the random states and the loaders: as the checkpoint's epoch starts)
         self.learn.train_iter,self.steps,self.written = pos['train_iter'],pos['steps'],pos['steps']
         self.resumed_from,self._resume = (pos['epoch'], pos['batches']),ckpt
         record.say_resuming(pos, path, self.learn.n_epoch, self._config['training batches'])
@@ -406,8 +286,7 @@ class TrainingCheckpoint(Callback):
         return True
 
     def _pause(self, later:bool=False):
-        "The finished epochs are skipped: no other callback sees them"
-        # (in `before_fit` those before this one, which started the fit; the others when the first epoch is skipped)
+        "The finished epochs are skipped, no other callback sees them (`later`: those after this one, at epoch 0)"
         cbs = list(self.learn.cbs.sorted('order'))
         self.paused.pause(cbs[cbs.index(self)+1:] if later else cbs[:cbs.index(self)])
 
@@ -431,7 +310,6 @@ class TrainingCheckpoint(Callback):
         pos,learn = ckpt['position'],self.learn
         if not pos['batches'] or pos['epoch'] >= learn.n_epoch:   # at an epoch's start, or the fit's end
             return self.data.put_back(ckpt['ranks'][self.rank])
-        # in the middle of the epoch: its order drawn again, without the batches done; fastai's position in it
         ga = find_cb(learn, GradientAccumulation)   # (fastai's batch index from `k`: the fit's runner counts on)
         runner = ga.runner if ga is not None and ga.runner is not None else BatchRunner(learn).install(self.releases)
         self.data.put_back(ckpt['ranks'][self.rank], pos['batches'], runner)
@@ -440,8 +318,6 @@ class TrainingCheckpoint(Callback):
 
     def after_train(self):
         if self._on: self.data.release()
-
-    # -- writing
     def after_batch(self):
         "While a checkpoint is due: write it after a step at a step boundary (with fastaccum, a loader batch's end)"
         stepped,self._stepped = self._stepped,False
@@ -487,8 +363,7 @@ class TrainingCheckpoint(Callback):
         self._resume,self._finished,self._on,self.run_train = None,None,False,False
 
     def _write(self, epoch, batches, finished=False):
-        "Write the checkpoint of the fit at `batches` done in `epoch` (process 0 writes, with every process's states)"
-        # (under FSDP 2 every process writes its shards of the weights and the optimizer state, process 0 the rest)
+        "Write the checkpoint at `batches` done in `epoch`: process 0, with every process's states (FSDP 2: shards too)"
         learn,local = self.learn,dict(self.data.take(in_epoch=bool(batches)), config=_own_part(self._config))
         ranks = [local] if self.world_size == 1 else [None]*self.world_size
         if self.world_size > 1: torch.distributed.all_gather_object(ranks, local)
@@ -500,114 +375,6 @@ class TrainingCheckpoint(Callback):
             **self.state.take())
         self.files.write(self.record.k, payload, learn.model, learn.opt)
 
-# %% ../nbs/22_checkpoint.ipynb #f08c598a
-from .checks import CheckpointError   # (defined there, for the sharded checkpoints too: no module cycle)
-_all_ = ['CheckpointError']
-
-_MAGIC = b'fastaccum-ckpt-1'
-_TRAILER = struct.Struct('<16s32sQ')   # after the payload: a mark, the payload's SHA-256, its length
-
-class _HashingFile:
-    "A file that hashes and counts what `torch.save` writes to it, and keeps a failed write's error (torch hides it)"
-    def __init__(self, f): self.f,self.sha,self.n,self.error = f,hashlib.sha256(),0,None
-    def write(self, b):
-        self.sha.update(b); self.n += len(b)
-        try: return self.f.write(b)
-        except OSError as e: self.error = e; raise
-    def flush(self): self.f.flush()
-
-def _write_failure(path:Path, e:BaseException)->str:
-    "What a failed write says: the file, the system's reason, and for a full disk the space left"
-    text = str(e).strip()
-    cause = e.strerror if isinstance(e, OSError) and e.strerror else text.splitlines()[0] if text else type(e).__name__
-    message = f'Could not write the checkpoint {path}: {cause}.'
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        try: free = f'{shutil.disk_usage(path.parent).free/2**20:,.0f} MiB free'
-        except OSError: free = 'its free space unknown'
-        message += (f' The disk (or the quota, or the file size limit) is full: {free} in {path.parent}. Free some '
-                    'space, or put the checkpoints elsewhere (learn.path, learn.model_dir).')
-    return message + ' The checkpoint written before it is left as it was.'
-
-def _file_path(path)->Path:
-    "`path` as a checkpoint file's, or an error that names it"
-    return check_path('path', path, 'a checkpoint file', example="learn.path/learn.model_dir/'checkpoint.pth'")
-
-def numbered_path(path:Path, # The newest checkpoint, `{fname}.pth`
-                  i:int, # 0 for the newest, 1 for the one before, ...
-                 )->Path:
-    "The `i`-th newest checkpoint file: `fname.pth`, `fname.1.pth`, `fname.2.pth`, ..."
-    path = _file_path(path)
-    if isinstance(i, bool) or not isinstance(i, numbers.Integral) or i < 0:
-        raise ValueError(f'`i` must be an int >= 0 (0 for the newest checkpoint, 1 for the one before, ...), '
-                         f'got {i!r}.')
-    return path if i == 0 else path.with_name(f'{path.stem}.{i}{path.suffix}')
-
-def _rotate(path, keep):
-    "Shift the kept checkpoints one place older; the newest stays whole at `path` throughout"
-    if keep == 1 or not path.exists(): return
-    for i in range(keep-1, 1, -1):
-        if numbered_path(path, i-1).exists(): os.replace(numbered_path(path, i-1), numbered_path(path, i))
-    link = path.with_name(f'.{path.name}.{os.getpid()}.link')
-    link.unlink(missing_ok=True)
-    try: os.link(path, link)
-    except OSError: shutil.copy2(path, link)   # a file system without hard links
-    os.replace(link, numbered_path(path, 1))
-
-def _fsync_dir(folder):
-    try: fd = os.open(folder, os.O_RDONLY)
-    except OSError: return   # (Windows cannot open a folder)
-    try: os.fsync(fd)
-    except OSError: pass
-    finally: os.close(fd)
-
-def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
-                         path, # Where: `{fname}.pth`
-                         keep:int=1, # How many checkpoints to keep: older ones move to `fname.1.pth`, `fname.2.pth`
-                        ):
-    "Write `obj` to `path` atomically, with a checksum: a temporary file beside it, fsynced, renamed over `path`"
-    path = _file_path(path)
-    check_positive_int('keep', keep, 'Pass how many checkpoints to keep, e.g. keep=1 (the newest only).')
-    tmp,hashed = path.with_name(f'.{path.name}.{os.getpid()}.tmp'),None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, 'wb') as f:
-            hashed = _HashingFile(f)
-            torch.save(obj, hashed)
-            f.write(_TRAILER.pack(_MAGIC, hashed.sha.digest(), hashed.n))
-            f.flush(); os.fsync(f.fileno())
-        _rotate(path, keep)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except (OSError, RuntimeError) as e:   # (torch reports a failed write as its RuntimeError: the file has the cause)
-        raise CheckpointError(_write_failure(path, hashed.error if hashed is not None and hashed.error else e)) from e
-    finally: tmp.unlink(missing_ok=True)
-
-def remove_partial_writes(path, # The newest checkpoint, `{fname}.pth`
-                         ):
-    "Delete the temporary files that a process killed while writing a checkpoint left beside `path`"
-    path = _file_path(path)
-    for p in path.parent.glob(f'.{path.name}.*'):
-        if p.suffix in ('.tmp', '.link'): p.unlink(missing_ok=True)
-
-def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
-                        ):
-    "Read a checkpoint onto the CPU, after checking that it is whole (length, checksum); `CheckpointError` if not"
-    path = _file_path(path)
-    older = [p.name for p in (numbered_path(path, 1),) if p.exists()]
-    fix = (f'Resume from the previous one (rename {older[0]} to {path.name}), or delete it' if older else
-           'Delete it') + ' to start afresh, or pass resume=False.'
-    data = path.read_bytes()
-    if len(data) < _TRAILER.size or _TRAILER.unpack_from(data, len(data)-_TRAILER.size)[0] != _MAGIC:
-        raise CheckpointError(f'`{path}` is not a whole fastaccum checkpoint (truncated, or another kind of file). '
-                              f'{fix}')
-    _,digest,n = _TRAILER.unpack_from(data, len(data)-_TRAILER.size)
-    payload = memoryview(data)[:len(data)-_TRAILER.size]
-    if n != len(payload) or hashlib.sha256(payload).digest() != digest:
-        raise CheckpointError(f'`{path}` is corrupt: its contents do not match the checksum written with it. {fix}')
-    # `weights_only=False`: a checkpoint holds random states and the Recorder's history, not only tensors; this is
-    # your own training's file, whose checksum was just verified (never load a checkpoint from a source you don't trust)
-    return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
-
 # %% ../nbs/22_checkpoint.ipynb #6dadae7b
 _runs = {}   # this process's runs: the resolved path of a run's first file -> what it knows of the run
 _learners = weakref.WeakValueDictionary()   # the same path -> the Learner of the run's last fit (not kept alive)
@@ -617,7 +384,6 @@ def _run_of(first:Path)->dict:
     return _runs.setdefault(str(Path(first).resolve()), _new_run())
 
 def _new_run()->dict: return dict(id=None, identity=None, completed=0, started=None)
-
 def _count(n:int, what:str)->str: return f'{n} {what}' + ('' if n == 1 else 's')
 
 class FitRecord:
@@ -650,7 +416,6 @@ class FitRecord:
         return self
 
     def stamp(self)->dict: return dict(id=self.run['id'], fit=self.k, identity=self.run['identity'])   # (its fit's)
-
     def new_run(self, world_size:int=1):
         "Fit 0 starts afresh: the run is a new one, with a new id (process 0's, under DDP)"
         ids = [uuid.uuid4().hex[:12]]
@@ -672,19 +437,16 @@ class FitRecord:
         "How fit 0's checkpoint's run differs from this one (unless this process already continues it)"
         if self.k != 0 or ckpt['run']['id'] == self.run['id']: return []
         return _differences(ckpt['run']['identity'], self.identity, 'run ')
-
     def finish(self):
         "The fit ended (not by an exception): the run's next fit is the one after it"
         self.run['completed'],self.run['started'] = self.k+1,None
-
     def say(self, message:str):
         "One line, from one process"
         if self.rank == 0: print(f'TrainingCheckpoint: {message}')
-
     def say_finished(self, pos:dict, path:Path):
-        epochs,steps = _count(pos['epoch'], 'epoch'),_count(pos['steps'], 'optimizer step')
-        self.say(f'fit {self.k} had finished ({epochs}, {steps}): its end is loaded from {path}, and nothing is '
-                 'trained again. To train it again, delete the file or pass another fname.')
+        done = f"{_count(pos['epoch'], 'epoch')}, {_count(pos['steps'], 'optimizer step')}"
+        self.say(f'fit {self.k} had finished ({done}): its end is loaded from {path}, and nothing is trained again. '
+                 'To train it again, delete the file or pass another fname.')
 
     def say_resuming(self, pos:dict, path:Path, n_epoch:int, n_batches:int|None):
         epoch,k = pos['epoch'],pos['batches']
@@ -693,84 +455,51 @@ class FitRecord:
                  (' (its validation)' if k == n_batches else ''))
         self.say(f'resuming fit {self.k} {where}, from {path}')
 
-# %% ../nbs/22_checkpoint.ipynb #9c07721e
-class CheckpointFiles:
-    "A run's checkpoints in a folder: fit k's file (under FSDP 2 a folder of shards), written whole, read back checked"
-    def __init__(self,
-        folder:Path, # Where the run's checkpoints go (`learn.path/learn.model_dir`)
-        fname:str='checkpoint', # The run's name: fit 0 writes `{fname}.pth`, fit k `{fname}.fit{k}.pth`
-        keep:int=1, # Checkpoints to keep of a fit: the newest is `{fname}.pth`, the one before `{fname}.1.pth`, ...
-        shards:bool=False, # FSDP 2: each checkpoint is a folder (the file's name, no `.pth`) of every process's shards
-    ):
-        # (a file where the folder would be is `check_writable`'s to refuse, as a folder it cannot write in)
-        self.folder = check_path('folder', folder, "the checkpoints' folder", folder=None,
-                                 example='learn.path/learn.model_dir')
-        self.fname,self.keep = _check_fname(fname),check_positive_int('keep', keep, 'Pass e.g. keep=1.')
-        self.shards = check_bool('shards', shards)
-
-    @classmethod
-    def of(cls, learn, fname:str='checkpoint', keep:int=1)->'CheckpointFiles':
-        "The files of `learn`'s run `fname`: in `learn.path/learn.model_dir`, folders of shards if FSDP 2 shards it"
-        shards = fsdp_root(learn.model) is not None   # (FSDP 2: each process writes and reads its shards)
-        if is_fsdp(learn.model) and not shards:
-            raise ValueError("TrainingCheckpoint does not support FSDP 1 (FullyShardedDataParallel). Shard the model "
-                             "with FSDP 2's fully_shard (fastaccum's learn.sharded_ctx), whose shards it saves.")
-        if shards: _check_sharded_opt(learn.opt)   # (when the fit starts, not at its first checkpoint)
-        return cls(Path(learn.path)/learn.model_dir, fname, keep, shards)
-
-    @property
-    def first(self)->Path: return self.folder/f'{self.fname}.pth'   # fit 0's file, which names the run
-
-    def path(self, k:int)->Path:
-        "The file of fit `k`: `{fname}.pth`, `{fname}.fit1.pth`, ..."
-        return self.first if k == 0 else self.folder/f'{self.fname}.fit{k}.pth'
-
-    def stored(self, k:int)->Path:
-        "Where fit `k`'s checkpoint is: its file, or under FSDP 2 the folder of its shards (the file's name, no suffix)"
-        return self.path(k).with_suffix('') if self.shards else self.path(k)
-
-    def check_writable(self):
-        "Find out now, not at the first checkpoint, if the folder cannot be written in"
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            probe = self.folder/f'.{self.fname}.{os.getpid()}.probe'
-            probe.write_bytes(b''); probe.unlink()
-        except OSError as e:
-            raise CheckpointError(f'TrainingCheckpoint cannot write its checkpoints in {self.folder}: '
-                                  f'{e.strerror or e}. Make it writable, or set learn.path (or learn.model_dir) to one '
-                                  'that is.') from e
-
-    def remove_partial(self, k:int, rank:int=0, world_size:int=1):
-        "Delete what writes killed half-way left beside fit `k`'s checkpoint (process 0: the others wait for it)"
-        if self.shards:
-            from fastaccum.sharded import remove_partial_sharded
-            if rank == 0: remove_partial_sharded(self.stored(k))
-            if world_size > 1: torch.distributed.barrier()
-        elif rank == 0: remove_partial_writes(self.stored(k))
-
-    def write(self,
-        k:int, # The fit
-        payload:dict|None, # What to write (`None` in processes but 0, which write only their shards)
-        model=None, opt=None, # Under FSDP 2: the model and optimizer whose shards this process writes
-    ):
-        "Write fit `k`'s checkpoint atomically, keeping the `keep` newest"
-        if self.shards:
-            from fastaccum.sharded import save_sharded
-            save_sharded(self.stored(k), model, opt, extra=payload, keep=self.keep)
-        else: save_checkpoint_file(payload, self.stored(k), self.keep)
-
-    def read(self, k:int)->dict|None:
-        "Fit `k`'s checkpoint (under FSDP 2 all but its shards), whole and of this version; `None` if there is none"
-        path = self.stored(k)
-        if not path.exists(): return _other_kind(self, k)   # (`None`, or a refusal of the other kind's checkpoint)
-        if self.shards:
-            from fastaccum.sharded import sharded_extra
-            ckpt = sharded_extra(path)
-        else: ckpt = load_checkpoint_file(path)
-        _check_contents(ckpt, path)
-        return ckpt
-
 # %% ../nbs/22_checkpoint.ipynb #1a46d1fe
+def _grads(model)->list:
+    "Each parameter's gradient at a step boundary: `None` (none yet), 0 (zeroed: fastai keeps the tensor), or itself"
+    return [None if p.grad is None else 0 if not p.grad.any() else p.grad.detach().clone() for p in model.parameters()]
+
+def _set_grads(model, grads:list):
+    "Gradients as they were: a fastai optimizer steps every parameter that has one, even a frozen one (with its decay)"
+    for p,g in zip(model.parameters(), grads):
+        p.grad = None if g is None else torch.zeros_like(p) if isinstance(g, int) else g.to(p.device)
+
+def _recorder_state(recorder):
+    "The Recorder's history; with `train_metrics`, its metrics' running state too (they accumulate over the epoch)"
+    if recorder is None: return None
+    smooth = recorder.smooth_loss
+    metrics = None if not recorder.train_metrics else [{k: v for k,v in vars(m).items() if not callable(v)}
+                                                         for m in recorder.metrics]
+    return dict(lrs=list(recorder.lrs), losses=list(recorder.losses), iters=list(recorder.iters),
+                values=[list(v) for v in recorder.values], smooth_loss=(smooth.count, smooth.val), metrics=metrics,
+                hps=getattr(recorder, 'hps', None), accum_bs=getattr(recorder, 'accum_bs', None))   # (one-cycle's, ...)
+
+def _csv_text(cb)->str:
+    "What a `CSVLogger` has written so far"
+    f = cb.__dict__.get('file')
+    if f is not None and not f.closed: f.flush()
+    path = Path(cb.path)/cb.fname
+    return path.read_text() if path.exists() else ''
+
+def _restore_csv(cb, text:str):
+    "A `CSVLogger`'s file as it was at the checkpoint (its `before_fit` opened it afresh, or its `after_fit` closed it)"
+    f = cb.__dict__.get('file')
+    if f is not None and not f.closed: f.seek(0); f.truncate(); f.write(text); f.flush()
+    else: (Path(cb.path)/cb.fname).write_text(text)
+
+def _drop_unlogged_header(cb):
+    "A `CSVLogger(append=True)` started again after a kill that left its header and no row: that header goes"
+    lines = _csv_text(cb).splitlines(keepends=True)
+    if cb.append and len(lines) > 1 and lines[-1] == lines[-2]: _restore_csv(cb, ''.join(lines[:-1]))
+
+_TRACKED = ('best', 'wait', 'new_best', 'last_saved_path')   # what fastai's trackers carry from epoch to epoch
+_HYPERS = ('lr', 'wd', 'mom', 'sqr_mom', 'eps', 'beta')   # a fit's hyper-parameters (PyTorch's `betas`: mom, sqr_mom)
+
+def _length(o):
+    try: return len(o)
+    except TypeError: return None
+
 class LearnerState:
     "A Learner's training state, taken at a step boundary and put back; the configuration a checkpoint must match"
     def __init__(self,
@@ -780,24 +509,23 @@ class LearnerState:
     ): self.learn,self.skip,self.shards = learn,skip,check_bool('shards', shards)
 
     def stateful(self)->list:
-        "The callbacks whose state goes with it: those with `state_dict` and `load_state_dict`"
-        # (on the class: a callback hands unknown attributes on to the Learner, that to the model, with `state_dict`)
+        "The callbacks with `state_dict` and `load_state_dict` (on the class: a callback hands others to the Learner)"
         has = lambda cb: all(callable(getattr(type(cb), m, None)) for m in ('state_dict', 'load_state_dict'))
         return [cb for cb in self.learn.cbs if cb is not self.skip and has(cb)]
-
     def _cbs(self, cls)->list: return [cb for cb in self.learn.cbs if isinstance(cb, cls)]
 
     def take(self)->dict:
         "Weights, gradients, optimizer, loss scaler, callbacks' states, Recorder and schedulers' history, trackers, CSV"
         learn,shards = self.learn,self.shards
-        scaler,model = getattr(learn, 'scaler', None),_bare(learn.model)
+        scaler,model = getattr(learn, 'scaler', None),bare_model(learn.model)
         return dict(model=None if shards else model.state_dict(), grads=None if shards else _grads(model),
                     opt=None if shards else learn.opt.state_dict(),
                     scaler=scaler.state_dict() if scaler is not None and hasattr(scaler, 'state_dict') else None,
                     callbacks={cb.name: cb.state_dict() for cb in self.stateful()},
                     recorder=_recorder_state(getattr(learn, 'recorder', None)),
                     schedulers=[cb.hps for cb in self._cbs(ParamScheduler)],
-                    trackers=[_tracker_state(cb) for cb in self._cbs(TrackerCallback)],
+                    trackers=[{k: cb.__dict__[k] for k in _TRACKED if k in cb.__dict__}
+                              for cb in self._cbs(TrackerCallback)],
                     csv=[_csv_text(cb) for cb in self._cbs(CSVLogger)])
 
     def put_back(self,
@@ -805,14 +533,12 @@ class LearnerState:
         source:Path|None=None, # The checkpoint it comes from, for errors; under FSDP 2 the folder whose shards are read
     ):
         "The Learner as it was when `state` was taken"
-        learn = self.learn
+        learn,model = self.learn,bare_model(self.learn.model)
         _check_callbacks(state['callbacks'], [cb.name for cb in self.stateful()], source)
-        if self.shards:   # (every process reads the parts of each tensor it holds)
-            from fastaccum.sharded import load_sharded
-            load_sharded(source, learn.model, learn.opt)
+        if self.shards: load_sharded(source, learn.model, learn.opt)   # (every process reads the parts it holds)
         else:
-            _bare(learn.model).load_state_dict(state['model'])
-            _set_grads(_bare(learn.model), state['grads'])
+            model.load_state_dict(state['model'])
+            _set_grads(model, state['grads'])
             self._put_back_optimizer(state['opt'], source)
         scaler = getattr(learn, 'scaler', None)
         if state['scaler'] is not None and scaler is not None: scaler.load_state_dict(state['scaler'])
@@ -865,16 +591,9 @@ class LearnerState:
         ours = lambda cb: cb is not self.skip and cb not in carried and type(cb).__module__.startswith('fastaccum.')
         return carried + [cb for cb in self.learn.cbs if ours(cb)]
 
-    def _shapes(self)->dict:
-        "Each tensor's shape in the model's state (whole: a sharded parameter's full shape)"
-        if not self.shards: return {n: list(t.shape) for n,t in _bare(self.learn.model).state_dict().items()}
-        from fastaccum.sharded import model_shapes
-        return model_shapes(self.learn.model)
-
     def _hypers(self)->dict:
         "The optimizer's hyper-parameters as the fit starts: those `fit` sets (lr, wd), and the others not scheduled"
-        # (a scheduled one, as one-cycle's `mom`, starts where the last fit, or an interrupted one, left it: its
-        # schedule is compared instead)
+        # (a scheduled one, as one-cycle's `mom`, starts where the last fit left it: its schedule is compared instead)
         scheduled = {h for cb in self._cbs(ParamScheduler) for h in cb.scheds if h not in ('lr', 'wd')}
         return {f'{i}.{k}': _plain(h[k]) for i,h in enumerate(getattr(self.learn.opt, 'hypers', []))
                 for k in _HYPERS if k in h and k not in scheduled}
@@ -884,24 +603,20 @@ class LearnerState:
         world_size:int=1, # The processes training
     )->dict:
         "What must be the same for a checkpoint to continue this fit"
-        learn,dl = self.learn,self.learn.dls.train
-        try: n_batches = len(dl)
-        except TypeError: n_batches = None
-        try: n_samples = len(dl.dataset)
-        except (TypeError, AttributeError): n_samples = None
-        opt = learn.opt
-        return {'fit': fit, 'epochs': learn.n_epoch, 'training batches': n_batches,
-                'training samples': n_samples, 'training data': _fingerprint(getattr(dl, 'dataset', None)),
+        learn,dl,opt = self.learn,self.learn.dls.train,self.learn.opt
+        shapes = (model_shapes(learn.model) if self.shards else   # (a sharded parameter's full shape)
+                  {n: list(t.shape) for n,t in bare_model(learn.model).state_dict().items()})
+        return {'fit': fit, 'epochs': learn.n_epoch, 'training batches': _length(dl),
+                'training samples': _length(getattr(dl, 'dataset', None)),
+                'training data': _fingerprint(getattr(dl, 'dataset', None)),
                 'batch size': loader_bs(dl), 'loader': type(dl).__name__, 'world size': world_size,
-                'parameters': self._shapes(),
+                'parameters': shapes,
                 'optimizer': [type(opt).__name__] + [getattr(f, '__name__', type(f).__name__)
                                                      for f in getattr(opt, 'cbs', [])],
                 'hypers': self._hypers(),
                 'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # at a few points
                              for i,cb in enumerate(self._cbs(ParamScheduler)) for h,f in cb.scheds.items()},
                 'callbacks': {cb.name: _callback_config(cb) for cb in self._configured()}}
-
-_HYPERS = ('lr', 'wd', 'mom', 'sqr_mom', 'eps', 'beta')   # a fit's hyper-parameters (PyTorch's `betas`: mom, sqr_mom)
 
 def _check_callbacks(saved:dict, names:list, path):
     "The callbacks with state are those that wrote the checkpoint (one removed or added during a fit: refused)"
@@ -935,17 +650,14 @@ class DataOrder:
     @staticmethod
     def resumable(dl)->bool:
         "Whether an epoch of `dl` can resume in its middle: a fastai loader, whose order its own generator draws"
-        return _rng_owner(dl) is not None
-
+        return _order_of(dl)[0] is not None
     def epoch_started(self):
         "Note the random states and the training loader's as an epoch starts: they draw its order"
         self.started = dict(random=_random_states(), loader=_loader_state(self.learn.dl))
-
     def take(self, in_epoch:bool)->dict:
         "This process's random states and loaders' states, and with `in_epoch` those its epoch started with"
         return dict(random=_random_states(), loaders=[_loader_state(dl) for dl in self.learn.dls.loaders],
                     epoch=self.started if in_epoch else None)
-
     def put_back(self,
         taken:dict, # What `take` gave (in another process, maybe)
         batches:int=0, # The training loader batches done in the epoch (taken `in_epoch`): left out of its order
@@ -972,9 +684,7 @@ class DataOrder:
             _put_back_get_idxs(dl, own)
             idxs = list(get_idxs())
             # PyTorch's loader iterator draws the seed of its workers next: from a copy, as the epoch drew it
-            generator = torch.Generator()
-            generator.set_state(torch.get_rng_state())
-            dl.fake_l.generator = generator
+            dl.fake_l.generator = torch.Generator().set_state(torch.get_rng_state())
             _set_random_states(random_states)
             return idxs[n:]
         dl.get_idxs = skipping_get_idxs
@@ -990,15 +700,14 @@ class DataOrder:
         runner.skip,self._skipping = 0,None
 
 def _put_back_get_idxs(dl, own):
-    if own is None: vars(dl).pop('get_idxs', None)
-    else: dl.get_idxs = own
+    vars(dl).pop('get_idxs', None)
+    if own is not None: dl.get_idxs = own
 
 # %% ../nbs/22_checkpoint.ipynb #74332278
 class PausedCallbacks:
     "Other callbacks switched off while the epochs that a checkpoint had finished are skipped, and then back on"
     def __init__(self): self.paused = []
     def __bool__(self): return bool(self.paused)
-
     def pause(self,
         cbs:list, # The callbacks to switch off (their `run`), but a `ProgressCallback`: its epochs count from 0
     ):

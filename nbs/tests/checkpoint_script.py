@@ -2,7 +2,7 @@
 checkpoint), then with `TrainingCheckpoint(resume=True)`, killed with `os._exit` (no cleanup, as SIGKILL) at each of the
 given points in turn, each kill in its own process, and started again after each, until a process runs to the end.
 
-Not a page: the tests of nbs/22_checkpoint.ipynb and nbs/tests/checkpoint_scripts.ipynb run it (`run_scripts`).
+Not a page: the tests of nbs/tests/checkpoint.ipynb and nbs/tests/checkpoint_scripts.ipynb run it (`run_scripts`).
 
     python checkpoint_script.py SPEC FOLDER
 
@@ -42,7 +42,7 @@ from fastai.callback.all import *
 from fastai.callback.data import WeightedDL
 from fastai.text.data import LMDataLoader, SortedDL
 from fastaccum.all import *
-from fastaccum import checkpoint
+from fastaccum import checkpoint, checkpoint_files
 from fastaccum.testing import synth_data
 torch.set_num_threads(1)
 
@@ -163,14 +163,14 @@ class FirstBatch(Callback):
 
 def tear_writes(n):
     "Die half-way through writing the n-th checkpoint of this process"
-    class TornFile(checkpoint._HashingFile):
+    class TornFile(checkpoint_files._HashingFile):
         def __init__(self, f):
             super().__init__(f)
             seen['write'] = seen.get('write', 0) + 1
         def write(self, b):
             if seen['write'] == n and self.n > 2048: die('write')
             return super().write(b)
-    checkpoint._HashingFile = TornFile
+    checkpoint_files._HashingFile = TornFile
 
 def ended(learn):
     "What a fit ended with: the weights, the Recorder, and the CSV log (without its times)"
