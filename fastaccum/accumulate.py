@@ -286,7 +286,7 @@ class GradientAccumulation(BatchCallback):
     @property
     def loader_batch_done(self)->bool:
         "Whether the current micro-batch is the last piece of its loader batch (always, unless batches are split)"
-        return self.runner is None or self.runner.piece[0]
+        return self._piece()[0]
     @property
     def micro_bs(self)->int|None:
         "The samples the model runs at once: the split or GradCache size, else a loader batch; after a fit, that found"
@@ -349,7 +349,7 @@ class GradientAccumulation(BatchCallback):
         if self.hypers is not None: self.hypers.restore()
         n = self.count_samples()
         items,amount = (n,n) if self.counter is None else self.counter.count(learn, n, window)
-        last,offset,share = _WHOLE if self.runner is None else self.runner.piece
+        last,offset,share = self._piece()
         if not window.held: self._start_window(offset)
         left = plan.left(learn.iter, offset) if plan.drop_last and not window.held else None   # (can it fill?)
         step = window.plan(amount, learn.iter == learn.n_iter-1 and last, left)
@@ -412,7 +412,7 @@ class GradientAccumulation(BatchCallback):
         if self.plan is None: return   # (joined the Learner during this micro-batch: fastai ran it)
         if mb is None or mb.phase == DONE:   # cancelled before this callback saw it: nothing ran
             self.mb = None
-            return self.loggers.after_micro_batch(self._share())
+            return self.loggers.after_micro_batch(self._piece()[2])
         if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (zeroed)
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
@@ -439,9 +439,9 @@ class GradientAccumulation(BatchCallback):
         if unfinished: self._tell('micro_batch_done', False)
         if dropping: self._tell('window_dropped')
         self.mb = None
-        if quiet: self.loggers.after_micro_batch(self._share())
+        if quiet: self.loggers.after_micro_batch(self._piece()[2])
         else: self.loggers.show()
-    def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
+    def _piece(self)->tuple: return _WHOLE if self.runner is None else self.runner.piece   # (last?, offset, share)
     def _tell(self, event:str, *args):
         for handler in getattr(self.listeners, event): handler(*args)   # (`Listeners`: each event's handlers)
 
@@ -514,14 +514,12 @@ def _release(self:GradientAccumulation):
     learn,mb = self.learn,self.mb
     # (in a micro-batch that goes on to its step: removed by a callback; not the one an exception ended)
     during_batch = mb is not None and mb.phase in _BEFORE_STEP and learn.training and fit_running(learn)
-    if self.plan is not None:   # (a fit refused as it started has nothing to drop)
-        self.after_train()
-        if getattr(self.runner, 'found', None): self.found_bs = self.runner.found   # ('auto' or tune's)
-        self._n_steps = self.n_steps
+    if self.plan is not None: self.after_train()   # (a fit refused as it started has nothing to drop)
+    ended = self.__getstate__()   # (as pickled: the fit's steps and the split size found kept, none of its parts)
     self.releases.close()
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
     if during_batch: self.scope.skip_step(learn.xb)
-    self.__dict__.update(_no_fit())
+    self.__dict__.update(ended)
 
 _BEFORE_STEP = frozenset((PLANNED, WEIGHED, RAN, STEPPING, BACKWARD_CANCELLED))
 
