@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/integrations.html.md"""
 
 # %% ../nbs/20_integrations.ipynb #13c04eb9
 from __future__ import annotations
-import time, weakref
+import time
 import fastai, fastai.callback.core
 from packaging.version import Version
 from fastcore.xtras import modify_exception
@@ -22,14 +22,10 @@ __all__ = ['PER_STEP_LOGGERS', 'STEP_COUNTERS', 'StepLoggers', 'BatchCallback']
 PER_STEP_LOGGERS = ('Recorder', 'ParamScheduler', 'WandbCallback', 'TensorBoardCallback', 'CometCallback',
                     'AzureMLCallback')
 STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
-_CLASS_NAMES = weakref.WeakKeyDictionary()   # (a class's names, kept while the class lives)
 
 def _class_names(cls)->frozenset:
-    "The names of `cls` and of every class it derives from (a class's do not change: read once per class)"
-    try: return _CLASS_NAMES[cls]
-    except KeyError: names = _CLASS_NAMES[cls] = frozenset(c.__name__ for c in cls.__mro__)
-    except TypeError: names = frozenset(c.__name__ for c in cls.__mro__)   # (a class that cannot be a key)
-    return names
+    "The names of `cls` and of every class it derives from (read at each fit: about 5 µs for 7 callbacks)"
+    return frozenset(c.__name__ for c in cls.__mro__)
 
 class StepLoggers(WindowListener):
     "The callbacks of a `Learner` that should see one training batch per optimizer step, and W&B's counters"
