@@ -286,7 +286,7 @@ class GradientAccumulation(BatchCallback):
     @property
     def loader_batch_done(self)->bool:
         "Whether the current micro-batch is the last piece of its loader batch (always, unless batches are split)"
-        return self.runner is None or self.runner.piece[0]
+        return self._piece()[0]
     @property
     def micro_bs(self)->int|None:
         "The samples the model runs at once: the split or GradCache size, else a loader batch; after a fit, that found"
@@ -349,7 +349,7 @@ class GradientAccumulation(BatchCallback):
         if self.hypers is not None: self.hypers.restore()
         n = self.count_samples()
         items,amount = (n,n) if self.counter is None else self.counter.count(learn, n, window)
-        last,offset,share = _WHOLE if self.runner is None else self.runner.piece
+        last,offset,share = self._piece()
         if not window.held: self._start_window(offset)
         left = plan.left(learn.iter, offset) if plan.drop_last and not window.held else None   # (can it fill?)
         step = window.plan(amount, learn.iter == learn.n_iter-1 and last, left)
@@ -364,17 +364,16 @@ class GradientAccumulation(BatchCallback):
         self.in_use = size = policy.size(None if isinstance(policy, FixedBatchSize) else self.window_position(), plan)
         window.open(size if plan.by_items else size//plan.world_size, window.start)
         if self.hypers is not None: self.places.at = self.places.place(window.start, size)   # (read at its step)
-        for handler in self.listeners.window_started: handler(size)
+        self._tell('window_started', size)
 
     def before_backward(self):
         "Weigh the loss as it goes into the backward (`MicroBatch.weigh_loss`); the listeners that want it are told"
         mb,window = self.mb,self.window
         if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
         mb.weigh_loss(self.learn, window, self.sync, self.counter, self.plan.world_size)
-        if self.listeners.micro_batch_weighed:
-            weighed = Weighed(mb.items, mb.weight, bool(window.held), window.total if mb.plan == STEP else None,
-                              window.reduction, self.plan.world_size, self.in_use)
-            for handler in self.listeners.micro_batch_weighed: handler(weighed)
+        if self.listeners.micro_batch_weighed: self._tell('micro_batch_weighed', Weighed(mb.items, mb.weight,
+            bool(window.held), window.total if mb.plan == STEP else None, window.reduction, self.plan.world_size,
+            self.in_use))
 
     def after_cancel_backward(self):
         if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = BACKWARD_CANCELLED
@@ -409,31 +408,25 @@ class GradientAccumulation(BatchCallback):
 
     def after_batch(self):
         "Count the micro-batch if its backward ran; after the step close the window; the loggers see a point per step"
-        mb,window,loggers = self.mb,self.window,self.loggers
+        mb,window = self.mb,self.window
         if self.plan is None: return   # (joined the Learner during this micro-batch: fastai ran it)
         if mb is None or mb.phase == DONE:   # cancelled before this callback saw it: nothing ran
             self.mb = None
-            return loggers.after_micro_batch(self._share())
-        if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP:   # (fastai zeroed its gradient)
-            return self._drop_window()
+            return self.loggers.after_micro_batch(self._piece()[2])
+        if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (zeroed)
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
-        alone = stepped and not window.held   # (the window's only micro-batch: its loss is the window's, as logged)
-        loss = self.learn.loss.detach() if kept and loggers.per_step and not alone else None
-        if kept: window.add(mb.n, mb.items, loss, mb.amount)
-        for handler in self.listeners.micro_batch_done: handler(kept)
-        if stepped: return self._close_window(mb)
-        if kept and loggers.per_step: loggers.accumulate_metrics()
-        loggers.after_micro_batch(mb.share)
+        if kept: window.add(mb.n, mb.items, self.loggers.loss(alone=stepped and not window.held), mb.amount)
+        self._tell('micro_batch_done', kept)
+        if stepped: self._close_window(mb)
+        else: self.loggers.after_micro_batch(mb.share, kept=kept)
 
     def _close_window(self, mb):
-        "After the step (or its skipping): count it, give the loggers the window's loss, tell the listeners, empty it"
-        window,loggers = self.window,self.loggers
+        "After the step (or its skipping): place the next step, the loggers log it, the listeners are told; empty it"
+        window = self.window
         if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
-        if loggers.per_step and window.samples > mb.n: self.learn.loss = window.mean_loss()
-        for handler in self.listeners.window_closed: handler(window)
-        if mb.share != 1: loggers.after_micro_batch(mb.share, steps=True)   # (a whole loader batch: nothing to do)
-        if loggers.counters: loggers.count_steps(self.n_steps)
+        self.loggers.stepped(window, mb.n, mb.share, self.n_steps)
+        self._tell('window_closed', window)
         window.reset()
 
     def _drop_window(self, quiet:bool=True):
@@ -443,14 +436,14 @@ class GradientAccumulation(BatchCallback):
         dropping = bool(window.held) or unfinished   # (at an epoch's end, after its last step: nothing to drop)
         if window.held or (unfinished and (mb.ran or mb.phase == WEIGHED)): self.sync.zero_grad(self.learn)
         window.reset()
-        if unfinished:
-            for handler in self.listeners.micro_batch_done: handler(False)
-        if dropping:
-            for handler in self.listeners.window_dropped: handler()
+        if unfinished: self._tell('micro_batch_done', False)
+        if dropping: self._tell('window_dropped')
         self.mb = None
-        if quiet: self.loggers.after_micro_batch(self._share())
+        if quiet: self.loggers.after_micro_batch(self._piece()[2])
         else: self.loggers.show()
-    def _share(self)->float: return 1. if self.runner is None else self.runner.piece[2]
+    def _piece(self)->tuple: return _WHOLE if self.runner is None else self.runner.piece   # (last?, offset, share)
+    def _tell(self, event:str, *args):
+        for handler in getattr(self.listeners, event): handler(*args)   # (`Listeners`: each event's handlers)
 
 # %% ../nbs/10_accumulate.ipynb #da42d67a
 _ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
@@ -521,14 +514,12 @@ def _release(self:GradientAccumulation):
     learn,mb = self.learn,self.mb
     # (in a micro-batch that goes on to its step: removed by a callback; not the one an exception ended)
     during_batch = mb is not None and mb.phase in _BEFORE_STEP and learn.training and fit_running(learn)
-    if self.plan is not None:   # (a fit refused as it started has nothing to drop)
-        self.after_train()
-        if getattr(self.runner, 'found', None): self.found_bs = self.runner.found   # ('auto' or tune's)
-        self._n_steps = self.n_steps
+    if self.plan is not None: self.after_train()   # (a fit refused as it started has nothing to drop)
+    ended = self.__getstate__()   # (as pickled: the fit's steps and the split size found kept, none of its parts)
     self.releases.close()
     # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
     if during_batch: self.scope.skip_step(learn.xb)
-    self.__dict__.update(_no_fit())
+    self.__dict__.update(ended)
 
 _BEFORE_STEP = frozenset((PLANNED, WEIGHED, RAN, STEPPING, BACKWARD_CANCELLED))
 
