@@ -97,6 +97,7 @@ def fsdp_unsharded_params(model)->list:
 # %% ../nbs/21_distributed.ipynb #99a43d1d
 class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
+    def __init__(self, message:str): super().__init__(message)   # (what the process that ran out said)
 
 _AUTO_FSDP = ("micro_batch_size='auto' under FSDP is not supported: FSDP all-gathers the parameters inside every "
               'forward and backward, and reduce-scatters the gradients in the backward; a process that runs out of '
