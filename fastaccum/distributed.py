@@ -97,7 +97,7 @@ def fsdp_unsharded_params(model)->list:
 # %% ../nbs/21_distributed.ipynb #99a43d1d
 class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
-    def __init__(self, message:str): super().__init__(message)   # (what the process that ran out said)
+    def __init__(self, message:str='Another process ran out of memory in this window.'): super().__init__(message)
 
 _AUTO_FSDP = ("micro_batch_size='auto' under FSDP is not supported: FSDP all-gathers the parameters inside every "
               'forward and backward, and reduce-scatters the gradients in the backward; a process that runs out of '
@@ -147,7 +147,7 @@ class WindowSync:
         "A count summed over the processes; with `manual`, each also says if it ran `out_of_memory` (one all-reduce)"
         if not self.manual: return all_reduce_sums([value], device)[0]
         total,failed = all_reduce_sums([value, float(out_of_memory)], device)
-        if failed and not out_of_memory: raise OutOfMemoryElsewhere('Another process ran out of memory in this window.')
+        if failed and not out_of_memory: raise OutOfMemoryElsewhere()
         return total
     def out_of_memory(self):
         "This process ran out of memory: say so at the all-reduce the others are at (the window's next sum)"
@@ -173,8 +173,9 @@ def fix_distributed_dl_broadcast(dls):
 # %% ../nbs/21_distributed.ipynb #62a01879
 _STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai, whose loop steps after every '
                   'batch: drop it, and set the samples per step with GradientAccumulation(accum_bs=...).')
-_PLUGIN_IGNORED = ("distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner's model (Accelerate needs the "
-                   'optimizer prepared with it, which fastai makes first): train with `with learn.sharded_ctx(): ...`.')
+_PLUGIN_IGNORED = ("distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner's model (on the CPU Accelerate "
+                   'ignores it and trains under DDP; on a GPU it needs the optimizer prepared with the model, which '
+                   'fastai makes first): train with `with learn.sharded_ctx(): ...`.')
 
 def check_distrib_ctx(learn):
     "Warn about the settings `distrib_ctx` gave `learn`'s Accelerator that do nothing with fastai, naming what works"
