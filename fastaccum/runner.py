@@ -342,7 +342,7 @@ def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=N
         return None
     if micro_batch_size != 'auto':
         check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, or 'auto'.")
-    if remembered is not None: check_positive_int('remembered', remembered, 'Pass the size to start from, or None.')
+    check_optional_int('remembered', remembered, 'Pass the size to start from, or None.')
     if not isinstance(releases, Releases):
         raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it, "
                          'and removed when it closes.')
