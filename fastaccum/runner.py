@@ -62,16 +62,11 @@ def pieces(n:int, size:int|None)->list:
 def _is_int(v): return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 # %% ../nbs/43_runner.ipynb #5859e69e
-def _same_tensor(o, first):
-    "Whether `o` is `first`'s very memory (a parameter or buffer returned by every piece)"
+def _same_tensor(o, first):   # (`first`'s very memory: a parameter or buffer returned by every piece)
     return o.data_ptr() == first.data_ptr() and o.shape == first.shape and o.stride() == first.stride()
 
-def _same_values(outputs):
-    "Whether the tensors `outputs` are equal (shapes first: per-sample outputs of uneven pieces cost no comparison)"
-    first = outputs[0]
-    return all(o.shape == first.shape for o in outputs[1:]) and all(torch.equal(o, first) for o in outputs[1:])
-
-def _rows_alike(t): return bool((t == t[:1]).all())
+def _same_values(outputs, first):   # (shapes first: per-sample outputs of uneven pieces cost no comparison)
+    return all(o.shape == first.shape for o in outputs) and all(torch.equal(o, first) for o in outputs)
 
 def concat_outputs(outputs:list, sizes:list|None=None):
     "The `outputs` of consecutive pieces (of `sizes` samples) joined along the batch; what is not per sample once"
@@ -88,7 +83,7 @@ def concat_outputs(outputs:list, sizes:list|None=None):
         per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes)))
         # the same in every piece first: prototypes as many as a piece's samples are not per sample (unless their
         # rows are all alike, as a head's zeros at its start: then they are taken as per sample)
-        if _same_values(outputs) and not (per_sample and _rows_alike(first)): return first
+        if _same_values(outputs[1:], first) and not (per_sample and bool((first == first[:1]).all())): return first
         if per_sample: return torch.cat(outputs)
         raise ValueError(f'An output of shape {tuple(first.shape)} is not per sample (its first dimension is not '
                          'the samples of each piece) and differs between the pieces of a batch: the whole batch\'s '
@@ -118,8 +113,7 @@ _PASS_ON_RESET = {('fastai.distributed', 'DataParallel.reset'), ('fastai.distrib
                   ('fastai.text.models.core', 'SequentialRNN.reset'),
                   ('fastai.text.models.core', 'SentenceEncoder.reset')}
 
-def _keeps_state(m):
-    "Whether the module `m` keeps state between batches: its class has a `reset()` of its own"
+def _keeps_state(m):   # (Whether the module `m` keeps state between batches: its class has a `reset()` of its own)
     reset = getattr(type(m), 'reset', None)
     if not callable(reset): return False
     where = getattr(reset, '__module__', None) or ''
@@ -186,9 +180,7 @@ class BatchRunner(WindowListener):
 
     def _stop(self): self.active,self.batches,self.undo,self.piece,self.window_starts = False,[],None,(True, 0, 1.),True
 
-    def start_epoch(self):
-        "A training epoch starts: its first piece starts a window"
-        self.window_starts,self.batches = True,[]
+    def start_epoch(self): self.window_starts,self.batches = True,[]   # (an epoch's first piece starts a window)
 
     def one_batch(self, i, b):
         "fastai's `one_batch` for loader batch `i`, run as this runner runs it"
@@ -259,8 +251,7 @@ class BatchRunner(WindowListener):
 
     def window_dropped(self): self.window_starts = True
 
-    def _tell(self):
-        "Print the size found, once (and again if it changes), and log it to W&B"
+    def _tell(self):   # (Print the size found, once (and again if it changes), and log it to W&B)
         print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
         log_beside_step(self.learn, micro_bs=self.size)
         self.told = self.size
@@ -299,8 +290,7 @@ class BatchRunner(WindowListener):
         gc.collect()
         if torch.cuda.is_available(): torch.cuda.empty_cache()
 
-    def _restore(self):
-        "Undo what the failed window changed, and have it run again from its first piece"
+    def _restore(self):   # (Undo what the failed window changed, and have it run again from its first piece)
         learn,saved = self.learn,self.undo
         learn.pct_train,learn.train_iter = saved['pct_train'],saved['train_iter']
         for log,n in saved['logs']: del log[n:]
@@ -352,14 +342,13 @@ def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=N
         return None
     if micro_batch_size != 'auto':
         check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, or 'auto'.")
-    if remembered is not None: check_positive_int('remembered', remembered, 'Pass the size to start from, or None.')
+    check_optional_int('remembered', remembered, 'Pass the size to start from, or None.')
     if not isinstance(releases, Releases):
         raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it, "
                          'and removed when it closes.')
-    auto = micro_batch_size == 'auto'
-    fixed = None if auto else micro_batch_size
+    fixed = None if micro_batch_size == 'auto' else micro_batch_size
     split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
-    runner = BatchRunner(learn, split, auto, tune and plan.split is not None, fixed or remembered, sync=sync,
+    runner = BatchRunner(learn, split, fixed is None, tune and plan.split is not None, fixed or remembered, sync=sync,
                          on_redo=on_redo, count=count)
     if whole_batch_loss: runner.whole = WholeBatchLoss(runner, batchnorm)
     bs = plan.loader_bs
@@ -371,8 +360,7 @@ def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=N
 # %% ../nbs/43_runner.ipynb #bf7aeab4
 def _copy(v): return v.clone() if isinstance(v, torch.Tensor) else list(v) if isinstance(v, list) else v
 
-def _snapshot(learn):
-    "What a window changes before its step, to undo"
+def _snapshot(learn):   # (What a window changes before its step, to undo)
     recorder,wandb = getattr(learn, 'recorder', None),getattr(learn, 'wandb', None)
     metrics,logs = [],[l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
     if recorder is not None:
@@ -385,8 +373,7 @@ def _snapshot(learn):
                 buffers=[(t, t.clone()) for t in buffers], wandb_epoch=getattr(wandb, '_wandb_epoch', None))
 
 # %% ../nbs/43_runner.ipynb #3266e702
-def _clock():
-    "Seconds, with the device's queued work finished first (for `tune`'s timings)"
+def _clock():   # (Seconds, with the device's queued work finished first (for `tune`'s timings))
     if torch.cuda.is_available(): torch.cuda.synchronize()
     return time.perf_counter()
 
@@ -398,8 +385,7 @@ class SizeTrials:
 
     def restart(self, size:int):
         "Try `size`, half and a quarter of it (again, after running out of memory)"
-        self.sizes = [size]
-        while len(self.sizes) < 3 and self.sizes[-1] > 1: self.sizes.append(self.sizes[-1]//2)
+        self.sizes = list(dict.fromkeys(max(size//d, 1) for d in (1, 2, 4)))
         self.seconds,self.current,self.start = {},None,None
 
     def window_starts(self, size:int)->int:
@@ -429,8 +415,7 @@ def _set_rng_state(state):
     torch.set_rng_state(state[0])
     if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
 
-def _tensors(x):
-    "The tensors of an output (tensors, and tuples, lists and dicts of them), in order"
+def _tensors(x):   # (The tensors of an output (tensors, and tuples, lists and dicts of them), in order)
     if isinstance(x, dict): x = list(x.values())
     if isinstance(x, (tuple, list)): return [t for o in x for t in _tensors(o)]
     return [x] if isinstance(x, torch.Tensor) else []

@@ -72,12 +72,10 @@ def _shard(model, blocks, reduce, free:bool, kwargs:dict):
     return set_fsdp_reduce(model, reduce)
 
 # %% ../nbs/23_sharded.ipynb #5e88b08c
-def _sharing_copy(model):
-    "A copy of `model`'s modules that shares its parameters and buffers (none of their data is copied)"
+def _sharing_copy(model):   # (a copy of `model`'s modules sharing its parameters and buffers: no data copied)
     return deepcopy(model, {id(t): t for t in [*model.parameters(), *model.buffers()]})
 
-def _reshard(model):
-    "Put the sharded parameters back in every sharded module (FSDP's root keeps its unsharded ones after a forward)"
+def _reshard(model):   # (FSDP's root keeps its unsharded parameters after a forward: its shards back in every unit)
     from torch.distributed.fsdp import FSDPModule
     for m in [m for m in model.modules() if isinstance(m, FSDPModule)]: m.reshard()
 
@@ -170,8 +168,7 @@ def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
 # %% ../nbs/23_sharded.ipynb #aa895ac4
 _MANIFEST,_FORMAT = 'fastaccum.pt',2
 
-def _folder(path)->Path:
-    "`path` as a sharded checkpoint's folder, or an error that names it"
+def _folder(path)->Path:   # (`path` as a sharded checkpoint's folder, or an error that names it)
     return check_path('path', path, 'a sharded checkpoint', folder=True,
                       example="learn.path/learn.model_dir/'checkpoint'")
 def _aside(path:Path)->Path: return path.with_name(f'.{path.name}.old')
@@ -186,8 +183,7 @@ def remove_partial_sharded(path, # A sharded checkpoint's folder
         if path.exists(): shutil.rmtree(aside, ignore_errors=True)
         else: os.replace(aside, path)   # killed between the two renames: the previous one is the newest whole one
 
-def _fsync_dir(folder):
-    "Flush `folder`'s entries (its renames) to the disk, where the file system allows it"
+def _fsync_dir(folder):   # (`folder`'s renames flushed to the disk, where the file system allows it)
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try: os.fsync(fd)
@@ -208,9 +204,9 @@ def _publish(tmp:Path, path:Path, keep:int=1):
     _fsync_dir(path.parent)
     if keep > 1 and aside.exists():   # the kept ones move one place older; the oldest goes
         shutil.rmtree(older_sharded(path, keep-1), ignore_errors=True)
-        for i in range(keep-2, 0, -1):
-            if older_sharded(path, i).exists(): os.replace(older_sharded(path, i), older_sharded(path, i+1))
-        os.replace(aside, older_sharded(path, 1))
+        for i in range(keep-1, 0, -1):
+            older = older_sharded(path, i-1) if i > 1 else aside
+            if older.exists(): os.replace(older, older_sharded(path, i))
     shutil.rmtree(aside, ignore_errors=True)
 
 # %% ../nbs/23_sharded.ipynb #d9d54ff7
@@ -227,8 +223,7 @@ def _shared(f, names)->list:
 
 def _sha(file:Path)->str:
     with open(file, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
-def _fix(path:Path)->str:
-    "What to do about a damaged checkpoint at `path`"
+def _fix(path:Path)->str:   # (What to do about a damaged checkpoint at `path`)
     older = older_sharded(path, 1)
     return (f'Resume from the previous one (rename {older.name} to {path.name}), or delete it' if older.exists() else
             'Delete it') + ' to start afresh (or pass resume=False).'
@@ -350,8 +345,7 @@ def model_shapes(model:nn.Module, # A model, sharded or not
     return _shapes(_weights(bare_model(model)))
 
 # %% ../nbs/23_sharded.ipynb #a44b010a
-def _differences(saved:dict, now:dict, what:str)->list:
-    "What differs between two name -> shape maps, in words"
+def _differences(saved:dict, now:dict, what:str)->list:   # (What differs between two name -> shape maps, in words)
     out = [f'{n} {saved[n]} in the checkpoint, {now[n]} now' for n in saved if n in now and saved[n] != now[n]]
     out += [f'{n} only in the checkpoint' for n in saved if n not in now]
     out += [f'{n} only in the {what}' for n in now if n not in saved]
@@ -398,9 +392,8 @@ def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with 
     _check_digests(path, manifest['files'])
     _single(dcp.load, target, path)   # each process reads the parts it holds
     set_model_state_dict(model, target['model'])
-    mine = _own_buffers(model, weights)
-    with torch.no_grad():
-        for n,b in target.get(own, {}).items(): mine[n].copy_(b)
+    mine = _own_buffers(model, weights)   # (buffers: no gradient)
+    for n,b in target.get(own, {}).items(): mine[n].copy_(b)
     if opt is not None:
         saved,names = manifest['optimizer'],_names(model)
         state = [{**saved['rest'][names[id(p)]], **target['opt'][names[id(p)]]} for p,*_ in opt.all_params()]
