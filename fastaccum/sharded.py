@@ -36,7 +36,16 @@ def _block_test(blocks):
     raise ValueError(f'`blocks` must be module types (an nn.Module subclass, or a tuple of them) or a function '
                      f'blocks(module) -> bool, got {blocks!r}. Pass e.g. blocks=nn.TransformerEncoderLayer.')
 
-def _innermost_first(model)->list: return list(model.modules())[::-1]   # (each once, after the modules inside it)
+def _innermost_first(model)->list:
+    "Every module once, each after all the modules inside it (a module with two parents too: T5's shared embedding)"
+    seen,out = set(),[]
+    def visit(m):
+        if id(m) in seen: return
+        seen.add(id(m))
+        for c in m.children(): visit(c)
+        out.append(m)
+    visit(model)
+    return out
 def _started()->bool: return torch.distributed.is_available() and torch.distributed.is_initialized()
 def _group()->tuple:   # (this process's rank and the number of processes: 0 and 1 without a process group)
     return (torch.distributed.get_rank(), torch.distributed.get_world_size()) if _started() else (0, 1)
