@@ -14,7 +14,8 @@ import torch
 from torch import nn
 import torch.nn.modules.batchnorm
 from torch.nn.parameter import is_lazy
-from .parts import WindowListener
+from fastai.learner import Learner
+from .parts import WindowListener, FitScope, fit_running
 from .distributed import bare_model
 from .checks import private
 # PyTorch's internals a watched layer relies on, read once here (a release without one says so, naming the versions)
@@ -94,6 +95,11 @@ def _model_of(obj):
     if not isinstance(model, nn.Module):
         raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
     return bare_model(model)
+
+def _fit_holding(layer)->FitScope|None:
+    "The scope of the `Learner.fit` running now whose model holds `layer` (`None`: none)"
+    for learn in list(Learner._fastaccum_scopes):   # (the Learners with an open scope, kept by `FitScope`)
+        if fit_running(learn) and any(m is layer for m in learn.model.modules()): return FitScope.of(learn)
 
 def _one_place(layers)->tuple:
     "The device and dtype of the layers' running statistics (one of each)"
@@ -204,7 +210,7 @@ class WindowBatchNorm(WindowListener):
     def __init__(self,
         model:nn.Module|None=None, # The model to watch now (or a callback with `learn.model`); else `start` one later
     ):
-        self.model,self._paused = None,0   # (the depth of `paused`)
+        self.model,self._paused,self._fit = None,0,None   # (the depth of `paused`; the fit it ends with)
         self.remove()
         if model is not None: self.start(model)
 
@@ -220,6 +226,9 @@ class WindowBatchNorm(WindowListener):
         for layer in layers.values(): _unwatched(vars(layer))
         self.names,self.layers = list(layers),list(layers.values())
         if not self.layers: return self
+        fit = _fit_holding(self.layers[0])   # (started inside a fit, a user's callback's too: ends with it)
+        if fit is not None and fit is not self._fit: fit.releases.callback(self.remove)
+        self._fit = fit
         self.device,self.dtype = _one_place(self.layers)
         self._wide,self._sync = _wide(self.device),[isinstance(l, nn.SyncBatchNorm) for l in self.layers]
         self._calls = [0]*len(self.layers)   # each layer's calls so far in this micro-batch (or piece of one)

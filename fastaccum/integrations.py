@@ -13,6 +13,7 @@ from fastcore.xtras import modify_exception
 from fastai.callback.core import *
 from .checks import private
 from .parts import WindowListener
+from .batchnorm import WindowBatchNorm
 _inner_loop = private(fastai.callback.core, '_inner_loop')   # (fastai's list of the batch events)
 
 # %% auto #0
@@ -110,12 +111,18 @@ class BatchCallback(Callback):
             # an event it does not define: fastai's `getattr` would look for it through the Learner and model, slowly
             elif not hasattr(type(self), event_name) and event_name not in self.__dict__: return None
             return super().__call__(event_name)
-        if not self.run or not (self.run_train if self.learn.training else self.run_valid): return
+        if not self.run: return self._off()
+        if not (self.run_train if self.learn.training else self.run_valid): return
         try: return getattr(self, event_name)()
         except _CANCELS: raise
         except Exception as e:
             raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event '
                                       f'`{event_name}`:\n\t{e.args[0] if e.args else e}', replace=True)
+
+    def _off(self):
+        "A batch event with `run` off (for the rest of the fit): its `WindowBatchNorm` goes, BatchNorm is PyTorch's"
+        for part in getattr(vars(self).get('listeners'), 'parts', ()):
+            if isinstance(part, WindowBatchNorm) and part.layers: part.remove()
 
 for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
 
