@@ -19,8 +19,8 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.torch_core import find_bs, find_device
 from .window import *
 from .plan import FitPlan, FixedBatchSize, AdaptiveBatchSize, read_plan, split_size
-from .parts import Releases, WindowListener, Listeners, Attached, FitScope, Weighed, SizeAdvisor, find_cb
-from .parts import fit_running, inside_fit, ScopedCallback
+from .parts import Releases, WindowListener, Listeners, Weighed, SizeAdvisor, ScopedCallback, find_cb
+from .parts import fit_running, inside_fit
 from .loaders import loader_bs
 from .checks import check_positive_int, check_optional_int, check_bool, check_count
 from .integrations import BatchCallback, StepLoggers, fix_wandb_config, prepare_lr_finder

@@ -15,7 +15,7 @@ from fastai.callback.training import GradientAccumulation as FastaiAccumulation
 from fastai.learner import ValueMetric
 from fastcore.basics import store_attr
 from .checks import check_positive_int, check_bool
-from .parts import Releases, Attached, WindowListener, Weighed, SizeAdvisor, FitScope, find_cb, inside_fit, ScopedCallback
+from .parts import Releases, WindowListener, Weighed, SizeAdvisor, ScopedCallback, find_cb, inside_fit
 from .distributed import all_reduce_sums, fsdp_root, fsdp_unsharded_params
 from .integrations import BatchCallback, log_beside_step
 from .accumulate import GradientAccumulation

@@ -238,8 +238,8 @@ def inside_fit(learn)->bool:
 
 # %% ../nbs/42_parts.ipynb #5c0e7a11
 class ScopedCallback:
-    "A callback with installs for a fit: its part of the fit's `Releases` taken as the fit starts, released at every exit"
-    # `learn` is set as the callback joins a Learner and `None` as it leaves (its part released); the rest is set plainly
+    "A callback with installs for a fit: its part of the fit's `Releases`, taken as the fit starts, released at exits"
+    # `learn` is set as it joins a Learner and `None` as it leaves (its part released); the rest is set plainly
     # (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
     learn,__setattr__,scope,releases = Attached(),object.__setattr__,None,Releases()
     def own_event(self)->bool:
@@ -252,6 +252,7 @@ class ScopedCallback:
         self.releases = self.scope.releases.part(self)
     def joined(self): "Its part taken (`releases`): install what the fit needs"
     def before_fit(self):
+        "At the fit's own `before_fit` (or a context's): take its part (`join_scope`), then install (`joined`)"
         if self.own_event(): self.join_scope(); self.joined()
     def after_fit(self):
         "Release its part (not after a validation, `summary` or `tta` inside the fit); a context's scope ends here"
