@@ -19,7 +19,7 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.torch_core import find_bs, find_device
 from .window import *
 from .plan import FitPlan, FixedBatchSize, AdaptiveBatchSize, read_plan, split_size
-from .parts import Releases, WindowListener, Listeners, Attached, FitScope, Weighed, SizeAdvisor, find_cb
+from .parts import Releases, WindowListener, Listeners, Weighed, SizeAdvisor, ScopedCallback, find_cb
 from .parts import fit_running, inside_fit
 from .loaders import loader_bs
 from .checks import check_positive_int, check_optional_int, check_bool, check_count
@@ -243,12 +243,9 @@ def _stays_on_device(count): return count.device.type != 'cpu'   # a count on th
 def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) for p in model.parameters())
 
 # %% ../nbs/10_accumulate.ipynb #d78e7955
-class GradientAccumulation(BatchCallback):
+class GradientAccumulation(ScopedCallback, BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
-    # `learn` is set as the callback joins a Learner and `None` as it leaves (nothing of the fit may stay); others are
-    # set plainly (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
-    learn,__setattr__ = Attached(),object.__setattr__
 
     @delegates(AccumSettings)
     def __init__(self,
@@ -303,18 +300,12 @@ class GradientAccumulation(BatchCallback):
         yb = self.learn.yb
         return yb[0].shape[0] if yb and isinstance(yb[0], torch.Tensor) else find_bs(yb)
 
-    def before_fit(self):
-        "Release what an interrupted fit left; check the Learner, and prepare its callbacks for a fit in windows"
+    def own_event(self)->bool: return self.plan is None or not inside_fit(self.learn)   # (a validation in the fit: not)
+    def joined(self):
+        "Check the Learner, and prepare its callbacks for a fit in windows"
         learn = self.learn
-        if self.plan is not None and inside_fit(learn): return   # (a validation, `summary`, `tta` inside the fit)
-        self._release()
-        self._join_scope()   # (the fit's; outside a fit, the context's)
         self.settings.install_inference(learn, self.found_bs, self.releases, self.count_samples)
         if not learn.lock.locked(): self.settings.prepare(learn, self.fixed, self.found_bs)   # (not a validation)
-
-    def _join_scope(self):
-        self.scope = FitScope.find(self.learn)
-        self.releases = self.scope.releases.part(self)
     def before_train(self):
         "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
         if self.plan is None: self._start_fit()
@@ -334,12 +325,6 @@ class GradientAccumulation(BatchCallback):
         self.sync.release()
         if self.hypers is not None: self.hypers.restore()
     after_cancel_epoch = after_train   # (an epoch cancelled during its training skips `after_train`)
-
-    def after_fit(self):
-        "Release everything the fit installed (not after a validation, `summary` or `tta` inside the fit)"
-        scope = self.scope
-        if not (self.plan is not None and inside_fit(self.learn)): self._release()
-        if scope is not None and not scope.fit: scope.close()
 
     def before_batch(self):
         "Plan the micro-batch: accumulate it, step after it, or skip it unrun"
@@ -364,14 +349,14 @@ class GradientAccumulation(BatchCallback):
         self.in_use = size = policy.size(None if isinstance(policy, FixedBatchSize) else self.window_position(), plan)
         window.open(size if plan.by_items else size//plan.world_size, window.start)
         if self.hypers is not None: self.places.at = self.places.place(window.start, size)   # (read at its step)
-        self._tell('window_started', size)
+        self.listeners.tell('window_started', size)
 
     def before_backward(self):
         "Weigh the loss as it goes into the backward (`MicroBatch.weigh_loss`); the listeners that want it are told"
         mb,window = self.mb,self.window
         if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
         mb.weigh_loss(self.learn, window, self.sync, self.counter, self.plan.world_size)
-        if self.listeners.micro_batch_weighed: self._tell('micro_batch_weighed', Weighed(mb.items, mb.weight,
+        if self.listeners.micro_batch_weighed: self.listeners.tell('micro_batch_weighed', Weighed(mb.items, mb.weight,
             bool(window.held), window.total if mb.plan == STEP else None, window.reduction, self.plan.world_size,
             self.in_use))
 
@@ -417,7 +402,7 @@ class GradientAccumulation(BatchCallback):
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
         if kept: window.add(mb.n, mb.items, self.loggers.loss(alone=stepped and not window.held), mb.amount)
-        self._tell('micro_batch_done', kept)
+        self.listeners.tell('micro_batch_done', kept)
         if stepped: self._close_window(mb)
         else: self.loggers.after_micro_batch(mb.share, kept=kept)
 
@@ -426,7 +411,7 @@ class GradientAccumulation(BatchCallback):
         window = self.window
         if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
         self.loggers.stepped(window, mb.n, mb.share, self.n_steps)
-        self._tell('window_closed', window)
+        self.listeners.tell('window_closed', window)
         window.reset()
 
     def _drop_window(self, quiet:bool=True):
@@ -436,14 +421,12 @@ class GradientAccumulation(BatchCallback):
         dropping = bool(window.held) or unfinished   # (at an epoch's end, after its last step: nothing to drop)
         if window.held or (unfinished and (mb.ran or mb.phase == WEIGHED)): self.sync.zero_grad(self.learn)
         window.reset()
-        if unfinished: self._tell('micro_batch_done', False)
-        if dropping: self._tell('window_dropped')
+        if unfinished: self.listeners.tell('micro_batch_done', False)
+        if dropping: self.listeners.tell('window_dropped')
         self.mb = None
         if quiet: self.loggers.after_micro_batch(self._piece()[2])
         else: self.loggers.show()
     def _piece(self)->tuple: return _WHOLE if self.runner is None else self.runner.piece   # (last?, offset, share)
-    def _tell(self, event:str, *args):
-        for handler in getattr(self.listeners, event): handler(*args)   # (`Listeners`: each event's handlers)
 
 # %% ../nbs/10_accumulate.ipynb #da42d67a
 _ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
@@ -495,7 +478,7 @@ def check_one_accumulator(learn):
 def _start_fit(self:GradientAccumulation):
     "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
     learn,pending = self.learn,self._pending
-    if self.scope is None: self._join_scope()   # (added in the middle of a fit: its installs go on the fit's scope)
+    if self.scope is None: self.join_scope()   # (added in the middle of a fit: its installs go on the fit's scope)
     plan = self.settings.read_plan(learn, self.found_bs, pending)
     redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory: the loggers run)
     self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,

@@ -15,7 +15,7 @@ from fastai.callback.training import GradientAccumulation as FastaiAccumulation
 from fastai.learner import ValueMetric
 from fastcore.basics import store_attr
 from .checks import check_positive_int, check_bool
-from .parts import Releases, Attached, WindowListener, Weighed, SizeAdvisor, FitScope, find_cb, inside_fit
+from .parts import Releases, WindowListener, Weighed, SizeAdvisor, ScopedCallback, find_cb, inside_fit
 from .distributed import all_reduce_sums, fsdp_root, fsdp_unsharded_params
 from .integrations import BatchCallback, log_beside_step
 from .accumulate import GradientAccumulation
@@ -71,7 +71,7 @@ class GradientTaps:
         self._grads.clear(); self._sums.clear()
 
 # %% ../nbs/14_noise_scale.ipynb #ec9b7ecb
-class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
+class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvisor):
     "Measure the gradient noise scale B_simple = tr(Σ)/|G|² at each step, from the micro-batches and the window"
     order = MixedPrecision.order+0.5   # after `MixedPrecision` unscales the window's gradient, before `GradientClip`
     def __init__(self,
@@ -97,11 +97,8 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
         "None of a fit's parts (as made, and in a copy): releases, Learner, hooks, pairs; each fit's training sets them"
         self.releases,self.learn,self.taps,self._pairs,self.params = Releases(),None,GradientTaps(),[],[]
         self.measuring,self._loaded,self._sharded,self._on_cpu = False,False,False,False
-        self._weighed = self._measured = self._scaler = self._tb = None
+        self._weighed = self._measured = self._scaler = self._tb = self.scope = None
 
-    # leaving the Learner calls `_release`; other attributes are set plainly (fastai's shadowing check is slow)
-    learn,__setattr__ = Attached(),object.__setattr__
-    def _release(self): self.releases.close()
     def __copy__(self):
         "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
         new = object.__new__(type(self))
@@ -116,24 +113,14 @@ class GradientNoiseScale(BatchCallback, WindowListener, SizeAdvisor):
     def b_simple(self)->float:
         "The smoothed noise scale: the moving average of tr(Σ) over that of |G|² (NaN until both are positive)"
         return self._trace_avg/self._sqnorm_avg if self._sqnorm_avg > 0 and self._trace_avg > 0 else float('nan')
-    def _own(self)->bool:   # the fit's own event (fastai's validations, `summary`, `tta` fire `before_fit` too)
+    def own_event(self)->bool:   # the fit's own event (fastai's validations, `summary`, `tta` fire `before_fit` too)
         return not (self.learn.lock.locked() or inside_fit(self.learn))
 
-    def before_fit(self):
-        "Release what an interrupted fit left; a `b_simple` column for the Recorder (not in `lr_find`)"
-        if not self._own(): return
-        self.releases.close()
-        self.releases = FitScope.find(self.learn).releases.part(self)   # (the fit's scope: its installs go there)
+    def joined(self):
+        "A `b_simple` column for the Recorder (not in `lr_find`), installed on the fit's scope"
         if 'lr_finder' in vars(self.learn): return
         # (an install on the fit's scope: a Learner pickled in the fit, by `learn.export()`, leaves it out)
         self.releases.replace(self.learn, '_metrics', self.learn.metrics + [ValueMetric(self.suggested_bs, 'b_simple')])
-
-    def after_fit(self):
-        "Take the hooks and the Recorder's column back (not after a validation inside the fit)"
-        if not self._own(): return
-        self.releases.close()
-        scope = FitScope.of(self.learn)
-        if scope is not None and not scope.fit: scope.close()   # (`summary`'s, `tta`'s context ends here)
 
     def before_train(self):
         "A fit's measure starts (afresh, unless a state was loaded): the accumulation callback found, the taps set"

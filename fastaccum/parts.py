@@ -12,7 +12,7 @@ from fastai.learner import Learner
 
 # %% auto #0
 __all__ = ['STARTING', 'RUNNING', 'ENDING', 'Releases', 'Attached', 'Weighed', 'WindowListener', 'Listeners', 'find_cb',
-           'SizeAdvisor', 'FitScope', 'fit_running', 'inside_fit']
+           'SizeAdvisor', 'FitScope', 'fit_running', 'inside_fit', 'ScopedCallback']
 
 # %% ../nbs/42_parts.ipynb #259f92fa
 def _put_back(obj, name, had, old):
@@ -106,6 +106,9 @@ class Listeners:
         "Listen with `parts` too"
         self.parts += parts
         vars(self).update({e: [h for h in (_handler(p, e) for p in self.parts) if h is not None] for e in _EVENTS})
+    def tell(self, event:str, *args):
+        "Call each handler of `event` with `args`"
+        for handler in vars(self)[event]: handler(*args)
 
 def _handler(part, event):
     "`part`'s handler of `event` if it handles it: it defines it (on its class, or itself), and (if it says) wants it"
@@ -232,3 +235,29 @@ def fit_running(learn, event:bool=False)->bool:
 def inside_fit(learn)->bool:
     "Whether the event dispatched now is of something run inside a fit (a validation, `summary`, `tta`), not its own"
     return fit_running(learn) and not fit_running(learn, event=True)
+
+# %% ../nbs/42_parts.ipynb #5c0e7a11
+class ScopedCallback:
+    "A callback with installs for a fit: its part of the fit's `Releases`, taken as the fit starts, released at exits"
+    # `learn` is set as it joins a Learner and `None` as it leaves (its part released); the rest is set plainly
+    # (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
+    learn,__setattr__,scope,releases = Attached(),object.__setattr__,None,Releases()
+    def own_event(self)->bool:
+        "Whether this `before_fit` (or `after_fit`) is the fit's, or a context's (not a validation inside the fit)"
+        return not inside_fit(self.learn)
+    def join_scope(self):
+        "Release what an interrupted fit left; take a part of the open scope (outside a fit, a context's opened now)"
+        self._release()
+        self.scope = FitScope.find(self.learn)
+        self.releases = self.scope.releases.part(self)
+    def joined(self): "Its part taken (`releases`): install what the fit needs"
+    def before_fit(self):
+        "At the fit's own `before_fit` (or a context's): take its part (`join_scope`), then install (`joined`)"
+        if self.own_event(): self.join_scope(); self.joined()
+    def after_fit(self):
+        "Release its part (not after a validation, `summary` or `tta` inside the fit); a context's scope ends here"
+        scope = self.scope
+        if not self.own_event(): return
+        self._release()
+        if scope is not None and not scope.fit: scope.close()
+    def _release(self): self.releases.close()
