@@ -88,21 +88,19 @@ def _callback_config(cb)->dict:
         for n in {'accum_bs', 'accum_items'} & set(values): values[n] = cb.fixed.setting if n == cb.fixed.name else None
     return dict(type=type(cb).__name__, **{n: _plain(v) for n,v in values.items()})
 
-def _item_bytes(o)->bytes:
-    "An item of a dataset (or a value) as bytes, to fingerprint it: its contents, not its place in memory"
-    if isinstance(o, torch.Tensor): return o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-    if isinstance(o, np.ndarray):
-        return repr(o.tolist()).encode() if o.dtype == object else np.ascontiguousarray(o).tobytes()
-    if isinstance(o, (str, bytes, numbers.Number, Path, type(None))): return repr(o).encode()
-    if isinstance(o, (list, tuple)): return b'(' + b','.join(_item_bytes(x) for x in o) + b')'
-    if isinstance(o, dict): return _item_bytes([(str(k), v) for k,v in o.items()])   # (a Hugging Face dataset's rows)
-    if hasattr(o, 'to_numpy'): return _item_bytes(o.to_numpy())   # (a row of a DataFrame)
-    return type(o).__qualname__.encode()
-
 def _hash(*parts)->str:
-    "A short hash of tensors, arrays, plain values, and lists, tuples and dicts of them (tensors read onto the CPU)"
+    "A short hash of values by their contents, not their place in memory: tensors (read onto the CPU), arrays as bytes"
     sha = hashlib.sha256()
-    for o in parts: sha.update(_item_bytes(o))
+    def add(o):
+        if isinstance(o, torch.Tensor): o = o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+        if hasattr(o, 'to_numpy') and not isinstance(o, np.ndarray): o = o.to_numpy()   # (a DataFrame's row)
+        if isinstance(o, np.ndarray) and o.dtype != object: return sha.update(np.ascontiguousarray(o).tobytes())
+        if isinstance(o, (list, tuple, dict, np.ndarray)):   # (a dict: a Hugging Face dataset's row)
+            sha.update(b'(')
+            for x in (o.items() if isinstance(o, dict) else o): add(x)
+            return sha.update(b')')
+        sha.update(repr(o if isinstance(o, (str, bytes, numbers.Number, Path, type(None))) else _plain(o)).encode())
+    for o in parts: add(o)
     return sha.hexdigest()[:16]
 
 def _fingerprint(dataset)->str|None:
