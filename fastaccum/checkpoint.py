@@ -7,18 +7,19 @@ Docs: https://fastaccum.github.io/fastaccum/checkpoint.html.md"""
 # %% ../nbs/22_checkpoint.ipynb #65e99613
 from __future__ import annotations
 import hashlib, inspect, numbers, random, sys, uuid, weakref
+from copy import copy
 from functools import partial
 from pathlib import Path
 import numpy as np
 import torch
-from fastcore.basics import store_attr
+from fastcore.basics import store_attr, noop
 from fastcore.foundation import L
 from fastai.callback.core import Callback, CancelEpochException, CancelFitException
 from fastai.callback.progress import ProgressCallback, CSVLogger
 from fastai.callback.tracker import TrackerCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer
-from fastai.torch_core import no_random
+from fastai.torch_core import no_random, to_device
 from .checks import CheckpointError, check_positive_int, check_optional_int, check_bool, check_path
 from .distributed import ddp_world_size, bare_model
 from .loaders import loader_bs
@@ -44,7 +45,7 @@ def _random_states():
 
 def _set_random_states(s):
     random.setstate(s['python']); np.random.set_state(s['numpy']); torch.set_rng_state(s['torch'])
-    if s['cuda'] is not None and torch.cuda.is_available() and len(s['cuda']) == torch.cuda.device_count():
+    if s['cuda'] and len(s['cuda']) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(s['cuda'])
 
 def _order_of(dl)->tuple:
@@ -68,11 +69,6 @@ def _set_loader_state(dl, state):
         getattr(kept, 'items', kept)[:] = state['kept']   # (in place: the texts' lengths are ordered by the same list)
         owner.make_chunks()
 
-def _to_device(o, device):
-    if isinstance(o, torch.Tensor): return o.to(device)
-    if isinstance(o, dict): return {k: _to_device(v, device) for k,v in o.items()}
-    return type(o)(_to_device(v, device) for v in o) if isinstance(o, (list, tuple, L)) else o
-
 def _plain(o):
     "A value as it compares across processes: plain values, lists and dicts of them (tensors too), functions by name"
     if isinstance(o, (bool, int, float, str, type(None))): return o
@@ -92,21 +88,19 @@ def _callback_config(cb)->dict:
         for n in {'accum_bs', 'accum_items'} & set(values): values[n] = cb.fixed.setting if n == cb.fixed.name else None
     return dict(type=type(cb).__name__, **{n: _plain(v) for n,v in values.items()})
 
-def _item_bytes(o)->bytes:
-    "An item of a dataset (or a value) as bytes, to fingerprint it: its contents, not its place in memory"
-    if isinstance(o, torch.Tensor): return o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-    if isinstance(o, np.ndarray):
-        return repr(o.tolist()).encode() if o.dtype == object else np.ascontiguousarray(o).tobytes()
-    if isinstance(o, (str, bytes, numbers.Number, Path, type(None))): return repr(o).encode()
-    if isinstance(o, (list, tuple)): return b'(' + b','.join(_item_bytes(x) for x in o) + b')'
-    if isinstance(o, dict): return _item_bytes([(str(k), v) for k,v in o.items()])   # (a Hugging Face dataset's rows)
-    if hasattr(o, 'to_numpy'): return _item_bytes(o.to_numpy())   # (a row of a DataFrame)
-    return type(o).__qualname__.encode()
-
 def _hash(*parts)->str:
-    "A short hash of tensors, arrays, plain values, and lists, tuples and dicts of them (tensors read onto the CPU)"
+    "A short hash of values by their contents, not their place in memory: tensors (read onto the CPU), arrays as bytes"
     sha = hashlib.sha256()
-    for o in parts: sha.update(_item_bytes(o))
+    def add(o):
+        if isinstance(o, torch.Tensor): o = o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+        if hasattr(o, 'to_numpy') and not isinstance(o, np.ndarray): o = o.to_numpy()   # (a DataFrame's row)
+        if isinstance(o, np.ndarray) and o.dtype != object: return sha.update(np.ascontiguousarray(o).tobytes())
+        if isinstance(o, (list, tuple, dict, np.ndarray)):   # (a dict: a Hugging Face dataset's row)
+            sha.update(b'(')
+            for x in (o.items() if isinstance(o, dict) else o): add(x)
+            return sha.update(b')')
+        sha.update(repr(o if isinstance(o, (str, bytes, numbers.Number, Path, type(None))) else _plain(o)).encode())
+    for o in parts: add(o)
     return sha.hexdigest()[:16]
 
 def _fingerprint(dataset)->str|None:
@@ -177,17 +171,19 @@ def _own_part(config:dict)->dict: return {k: config[k] for k in _OWN if k in con
 
 def _config_of(ckpt:dict, rank:int)->dict:
     "The configuration process `rank` wrote `ckpt` with: process 0's, with its own part of the data"
-    ranks = ckpt['ranks']
-    own = ranks[rank].get('config') if rank < len(ranks) and isinstance(ranks[rank], dict) else None
-    return ckpt['config'] if own is None else {**ckpt['config'], **own}
+    own = ckpt['ranks'][rank].get('config') if rank < len(ckpt['ranks']) else None
+    return {**ckpt['config'], **(own or {})}
+
+def _gathered(o, world_size:int)->list:
+    "Every process's `o`, by rank (process 0's: `_gathered(o, world_size)[0]`)"
+    every = [o]*world_size
+    if world_size > 1: torch.distributed.all_gather_object(every, o)
+    return every
 
 def _everywhere(differences:list, rank:int, world_size:int)->list:
     "Every process's `differences` (each after this process's own, naming its process), so that all refuse or none"
-    if world_size == 1: return differences
-    every = [None]*world_size
-    torch.distributed.all_gather_object(every, differences)
-    return differences + [f'in process {r}, {d}' for r,ds in enumerate(every) if r != rank for d in ds
-                          if d not in differences]
+    return differences + [f'in process {r}, {d}' for r,ds in enumerate(_gathered(differences, world_size))
+                          if r != rank for d in ds if d not in differences]
 
 # %% ../nbs/22_checkpoint.ipynb #cde2a7b9
 class TrainingCheckpoint(Callback):
@@ -203,11 +199,15 @@ class TrainingCheckpoint(Callback):
         run_name:str|None=None, # The run's name, resumed only by a run of that name; `None`: known by how it starts
     ):
         store_attr()
-        self.resumed_from,self.steps,self.written,self._stepped,self._seen,self._on = None,0,0,False,0,False
-        self._resume = self._finished = self._ended = None   # a checkpoint to continue, of a finished fit, at an end
         # its parts, each fit's: the run's record, the files, the Learner's state, the data's order, the skipped epochs
-        self.record = self.files = self.state = self.data = self.paused = None
-        self.releases,self.world_size,self.rank,self._config = Releases(),1,0,None
+        self.record = self.files = self.state = self.data = self.paused = self._config = None
+        self.releases,self.world_size,self.rank = Releases(),1,0
+        self._start()
+
+    def _start(self):
+        "A fit's position: nothing resumed, counted or written; no checkpoint to continue, of a finished fit, at an end"
+        self.resumed_from,self.steps,self.written,self._stepped,self._seen,self._on = None,0,0,False,0,False
+        self._resume = self._finished = self._ended = None
 
     learn = Attached()   # (fastai sets it as the callback joins a Learner, `None` as it leaves: releases the fit's)
 
@@ -235,8 +235,8 @@ class TrainingCheckpoint(Callback):
         if self.learn.lock.locked() or not fit_running(self.learn, event=True): return
         self._release()
         learn = self.learn
-        self._on = 'lr_finder' not in vars(learn)
-        if not self._on: return
+        if 'lr_finder' in vars(learn): return
+        self._start(); self._on = True
         self.releases = FitScope.of(learn).count_steps().releases.part(self)   # (the fit's: closed on every exit)
         self.files = CheckpointFiles.of(learn, self.fname, self.keep)   # (FSDP 1 refused)
         if self.every_steps is not None and not DataOrder.resumable(learn.dls.train):
@@ -249,7 +249,6 @@ class TrainingCheckpoint(Callback):
         self.record = FitRecord(self.files.first, self.rank, learn).starts(learn, self.run_name, self.world_size)
         self.state = LearnerState(learn, skip=self, shards=self.files.shards)
         self.data,self.paused = DataOrder(learn),PausedCallbacks()
-        self.steps,self.written,self._stepped,self._seen,self.resumed_from,self._ended = 0,0,False,0,None,None
         self._config = self.state.configuration(self.record.k, self.world_size)
         if self.rank == 0: self.files.check_writable()
         loaded = self.resume and self._load()
@@ -365,8 +364,7 @@ class TrainingCheckpoint(Callback):
     def _write(self, epoch, batches, finished=False):
         "Write the checkpoint at `batches` done in `epoch`: process 0, with every process's states (FSDP 2: shards too)"
         learn,local = self.learn,dict(self.data.take(in_epoch=bool(batches)), config=_own_part(self._config))
-        ranks = [local] if self.world_size == 1 else [None]*self.world_size
-        if self.world_size > 1: torch.distributed.all_gather_object(ranks, local)
+        ranks = _gathered(local, self.world_size)   # (every process, before any returns)
         self.written,self.run_train = self.steps,False
         if self.rank != 0 and not self.files.shards: return
         payload = None if self.rank != 0 else dict(format=_FORMAT, run=self.record.stamp(), finished=finished,
@@ -409,18 +407,14 @@ class FitRecord:
     )->FitRecord:
         "Fit 0 starts: what tells its run from another (given, or found), which it writes and a checkpoint must match"
         if self.k != 0: return self
-        named = dict(name=name) if name is not None else None
-        ids = [None if self.rank else named or dict(name=None, **_starting_point(learn))]   # (process 0's)
-        if world_size > 1: torch.distributed.broadcast_object_list(ids, src=0)
-        self.identity = ids[0]
+        mine = None if self.rank else dict(name=name) if name is not None else dict(name=None, **_starting_point(learn))
+        self.identity = _gathered(mine, world_size)[0]   # (process 0's)
         return self
 
     def stamp(self)->dict: return dict(id=self.run['id'], fit=self.k, identity=self.run['identity'])   # (its fit's)
     def new_run(self, world_size:int=1):
         "Fit 0 starts afresh: the run is a new one, with a new id (process 0's, under DDP)"
-        ids = [uuid.uuid4().hex[:12]]
-        if world_size > 1: torch.distributed.broadcast_object_list(ids, src=0)
-        self.run.update(id=ids[0], identity=self.identity)
+        self.run.update(id=_gathered(uuid.uuid4().hex[:12], world_size)[0], identity=self.identity)
 
     def joins(self, ckpt:dict):
         "Fit 0 continues `ckpt`'s run: the later fits load the files of that run"
@@ -465,15 +459,36 @@ def _set_grads(model, grads:list):
     for p,g in zip(model.parameters(), grads):
         p.grad = None if g is None else torch.zeros_like(p) if isinstance(g, int) else g.to(p.device)
 
+_RECORDED = ('lrs', 'losses', 'iters', 'values', 'hps', 'accum_bs')   # the Recorder's history (one-cycle's `hps`, ...)
+
 def _recorder_state(recorder):
     "The Recorder's history; with `train_metrics`, its metrics' running state too (they accumulate over the epoch)"
     if recorder is None: return None
-    smooth = recorder.smooth_loss
-    metrics = None if not recorder.train_metrics else [{k: v for k,v in vars(m).items() if not callable(v)}
-                                                         for m in recorder.metrics]
-    return dict(lrs=list(recorder.lrs), losses=list(recorder.losses), iters=list(recorder.iters),
-                values=[list(v) for v in recorder.values], smooth_loss=(smooth.count, smooth.val), metrics=metrics,
-                hps=getattr(recorder, 'hps', None), accum_bs=getattr(recorder, 'accum_bs', None))   # (one-cycle's, ...)
+    metrics = [{k: v for k,v in vars(m).items() if not callable(v)} for m in recorder.metrics]
+    return dict({k: copy(getattr(recorder, k, None)) for k in _RECORDED}, metrics=metrics if recorder.train_metrics
+                else None, smooth_loss=(recorder.smooth_loss.count, recorder.smooth_loss.val))
+
+def _put_back_recorder(learn, saved):
+    recorder = getattr(learn, 'recorder', None)
+    if recorder is None: return
+    for k in _RECORDED:
+        if saved[k] is not None: setattr(recorder, k, saved[k])
+    recorder.smooth_loss.count,recorder.smooth_loss.val = saved['smooth_loss']
+    if recorder.values: learn.final_record = recorder.values[-1].copy()
+    if recorder.losses: learn.smooth_loss = recorder.losses[-1]
+
+def _put_back_optimizer(opt, state, source):
+    if not isinstance(opt, Optimizer): return opt.load_state_dict(state)   # (PyTorch's move it to the parameters)
+    params = [p for p,*_ in opt.all_params()]
+    if len(state['state']) != len(params) or len(state['hypers']) != len(opt.param_lists):
+        raise CheckpointError(f'`{source}` holds the optimizer state of {len(state["state"])} parameters in '
+                              f'{len(state["hypers"])} groups, the optimizer has {len(params)} in '
+                              f'{len(opt.param_lists)}: was the model frozen differently? Freeze it as when it was '
+                              'written.')
+    more = {k: to_device(v, params[0].device if params else 'cpu') for k,v in state.items()
+            if k not in ('state', 'hypers')}   # (Lookahead's)
+    opt.load_state_dict(dict(more, hypers=state['hypers'],
+                             state=[to_device(s, p.device) for s,p in zip(state['state'], params)]))
 
 def _csv_text(cb)->str:
     "What a `CSVLogger` has written so far"
@@ -513,65 +528,41 @@ class LearnerState:
         has = lambda cb: all(callable(getattr(type(cb), m, None)) for m in ('state_dict', 'load_state_dict'))
         return [cb for cb in self.learn.cbs if cb is not self.skip and has(cb)]
     def _cbs(self, cls)->list: return [cb for cb in self.learn.cbs if isinstance(cb, cls)]
+    def _each(self, cls, take, put)->tuple:
+        "Take and put back each `cls` callback's part of the state, with `take(cb)` and `put(cb, saved)`"
+        return (lambda: [take(cb) for cb in self._cbs(cls)],
+                lambda saved: [put(cb, s) for cb,s in zip(self._cbs(cls), saved)])
+
+    def parts(self, source=None)->dict:
+        "Each part of the state: (what takes it, what puts it back); under FSDP 2 the weights and optimizer are shards"
+        learn,model = self.learn,bare_model(self.learn.model)
+        scaler,recorder = getattr(learn, 'scaler', None),getattr(learn, 'recorder', None)
+        whole = {} if self.shards else dict(model=(model.state_dict, model.load_state_dict),
+            grads=(partial(_grads, model), partial(_set_grads, model)),
+            opt=(learn.opt.state_dict, partial(_put_back_optimizer, learn.opt, source=source)))
+        return dict(whole, scaler=(scaler.state_dict, scaler.load_state_dict) if hasattr(scaler, 'state_dict') else
+                    (noop, noop),
+            callbacks=(lambda: {cb.name: cb.state_dict() for cb in self.stateful()},
+                       lambda saved: [cb.load_state_dict(saved[cb.name]) for cb in self.stateful()]),
+            recorder=(partial(_recorder_state, recorder), partial(_put_back_recorder, learn)),
+            schedulers=self._each(ParamScheduler, lambda cb: cb.hps, lambda cb,hps: setattr(cb, 'hps', hps)),
+            trackers=self._each(TrackerCallback, lambda cb: {k: cb.__dict__[k] for k in _TRACKED if k in cb.__dict__},
+                                lambda cb,tracked: [setattr(cb, k, v) for k,v in tracked.items()]),
+            csv=self._each(CSVLogger, _csv_text, _restore_csv))
 
     def take(self)->dict:
         "Weights, gradients, optimizer, loss scaler, callbacks' states, Recorder and schedulers' history, trackers, CSV"
-        learn,shards = self.learn,self.shards
-        scaler,model = getattr(learn, 'scaler', None),bare_model(learn.model)
-        return dict(model=None if shards else model.state_dict(), grads=None if shards else _grads(model),
-                    opt=None if shards else learn.opt.state_dict(),
-                    scaler=scaler.state_dict() if scaler is not None and hasattr(scaler, 'state_dict') else None,
-                    callbacks={cb.name: cb.state_dict() for cb in self.stateful()},
-                    recorder=_recorder_state(getattr(learn, 'recorder', None)),
-                    schedulers=[cb.hps for cb in self._cbs(ParamScheduler)],
-                    trackers=[{k: cb.__dict__[k] for k in _TRACKED if k in cb.__dict__}
-                              for cb in self._cbs(TrackerCallback)],
-                    csv=[_csv_text(cb) for cb in self._cbs(CSVLogger)])
+        return {**dict.fromkeys(('model', 'grads', 'opt')), **{k: take() for k,(take,_) in self.parts().items()}}
 
     def put_back(self,
         state:dict, # What `take` gave (in a checkpoint)
         source:Path|None=None, # The checkpoint it comes from, for errors; under FSDP 2 the folder whose shards are read
     ):
         "The Learner as it was when `state` was taken"
-        learn,model = self.learn,bare_model(self.learn.model)
         _check_callbacks(state['callbacks'], [cb.name for cb in self.stateful()], source)
-        if self.shards: load_sharded(source, learn.model, learn.opt)   # (every process reads the parts it holds)
-        else:
-            model.load_state_dict(state['model'])
-            _set_grads(model, state['grads'])
-            self._put_back_optimizer(state['opt'], source)
-        scaler = getattr(learn, 'scaler', None)
-        if state['scaler'] is not None and scaler is not None: scaler.load_state_dict(state['scaler'])
-        for cb in self.stateful(): cb.load_state_dict(state['callbacks'][cb.name])
-        self._put_back_recorder(state['recorder'])
-        for cb,hps in zip(self._cbs(ParamScheduler), state['schedulers']): cb.hps = hps
-        for cb,tracked in zip(self._cbs(TrackerCallback), state['trackers']):
-            for k,v in tracked.items(): setattr(cb, k, v)
-        for cb,text in zip(self._cbs(CSVLogger), state['csv']): _restore_csv(cb, text)
-
-    def _put_back_optimizer(self, state, source):
-        opt = self.learn.opt
-        if not isinstance(opt, Optimizer): return opt.load_state_dict(state)   # (PyTorch's move it to the parameters)
-        params = [p for p,*_ in opt.all_params()]
-        if len(state['state']) != len(params) or len(state['hypers']) != len(opt.param_lists):
-            raise CheckpointError(f'`{source}` holds the optimizer state of {len(state["state"])} parameters in '
-                                  f'{len(state["hypers"])} groups, the optimizer has {len(params)} in '
-                                  f'{len(opt.param_lists)}: was the model frozen differently? Freeze it as when it was '
-                                  'written.')
-        device = params[0].device if params else 'cpu'
-        more = {k: _to_device(v, device) for k,v in state.items() if k not in ('state', 'hypers')}   # (Lookahead's)
-        moved = [_to_device(s, p.device) for s,p in zip(state['state'], params)]
-        opt.load_state_dict(dict(more, hypers=state['hypers'], state=moved))
-
-    def _put_back_recorder(self, saved):
-        recorder = getattr(self.learn, 'recorder', None)
-        if recorder is None or saved is None: return
-        for name in ('lrs', 'losses', 'iters', 'values'): setattr(recorder, name, saved[name])
-        recorder.smooth_loss.count,recorder.smooth_loss.val = saved['smooth_loss']
-        for name in ('hps', 'accum_bs'):
-            if saved[name] is not None: setattr(recorder, name, saved[name])
-        if recorder.values: self.learn.final_record = recorder.values[-1].copy()
-        if recorder.losses: self.learn.smooth_loss = recorder.losses[-1]
+        if self.shards: load_sharded(source, self.learn.model, self.learn.opt)   # (each process reads what it holds)
+        for k,(_,put) in self.parts(source).items():
+            if state[k] is not None: put(state[k])
 
     def put_back_metrics(self, saved:dict|None):
         "With `train_metrics`, the metrics' running state in the epoch (from `take`'s `recorder`)"
@@ -645,7 +636,7 @@ class DataOrder:
     "The random states and the loaders' orders: taken as each epoch starts and at a checkpoint, put back on resuming"
     def __init__(self,
         learn, # The `Learner` whose loaders (`learn.dls`), and the process's random generators, are taken
-    ): self.learn,self.started,self._skipping = learn,None,None
+    ): self.learn,self.started,self._skipping = learn,None,Releases()
 
     @staticmethod
     def resumable(dl)->bool:
@@ -670,53 +661,36 @@ class DataOrder:
             _set_random_states(taken['random'])
             self.started = dict(random=taken['random'], loader=_loader_state(learn.dls.train))
             return
-        self.started = taken['epoch']
-        _set_loader_state(learn.dl, self.started['loader'])
+        self.started,dl,installed = taken['epoch'],learn.dl,Releases()
+        _set_loader_state(dl, self.started['loader'])
         _set_random_states(self.started['random'])
-        self._skip(batches, taken['random'], runner)
-
-    def _skip(self, k, random_states, runner):
-        "This epoch: the loader's order without its first `k` batches (not loaded), fastai's batch index from `k`"
-        dl = self.learn.dl
-        n,own,get_idxs = k*(loader_bs(dl) or 1),vars(dl).get('get_idxs'),dl.get_idxs
+        get_idxs = dl.get_idxs   # (the epoch's order drawn again as it started: it skips what was done)
         def skipping_get_idxs():
-            "The epoch's order as it was drawn; then the checkpoint's random states, and the first `k` batches left out"
-            _put_back_get_idxs(dl, own)
+            "The epoch's order as it was drawn; then the checkpoint's random states, and the first `batches` left out"
+            installed.close()   # (the loader's own `get_idxs` again: the next epoch is whole)
             idxs = list(get_idxs())
             # PyTorch's loader iterator draws the seed of its workers next: from a copy, as the epoch drew it
-            dl.fake_l.generator = torch.Generator().set_state(torch.get_rng_state())
-            _set_random_states(random_states)
-            return idxs[n:]
-        dl.get_idxs = skipping_get_idxs
-        runner.skip = k
-        self._skipping = (dl, runner, own, skipping_get_idxs)
+            self._skipping.replace(dl.fake_l, 'generator', torch.Generator().set_state(torch.get_rng_state()))
+            _set_random_states(taken['random'])
+            return idxs[batches*(loader_bs(dl) or 1):]
+        installed.replace(dl, 'get_idxs', skipping_get_idxs)
+        self._skipping.callback(installed.close)   # (stopped before its epoch was iterated)
+        self._skipping.replace(runner, 'skip', batches)
 
     def release(self):
         "The loader and the runner as fastai's: every batch of the next epoch, counted from 0"
-        if self._skipping is None: return
-        dl,runner,own,skipping = self._skipping
-        if vars(dl).get('get_idxs') is skipping: _put_back_get_idxs(dl, own)   # (stopped before its epoch was iterated)
-        vars(dl.fake_l).pop('generator', None)
-        runner.skip,self._skipping = 0,None
+        self._skipping.close()
 
-def _put_back_get_idxs(dl, own):
-    vars(dl).pop('get_idxs', None)
-    if own is not None: dl.get_idxs = own
 
 # %% ../nbs/22_checkpoint.ipynb #74332278
-class PausedCallbacks:
+class PausedCallbacks(Releases):
     "Other callbacks switched off while the epochs that a checkpoint had finished are skipped, and then back on"
-    def __init__(self): self.paused = []
-    def __bool__(self): return bool(self.paused)
+    def __bool__(self): return bool(self.undos)
     def pause(self,
         cbs:list, # The callbacks to switch off (their `run`), but a `ProgressCallback`: its epochs count from 0
     ):
         "Switch `cbs` off, to be switched back on by `resume` as they were"
-        paused = [(cb, cb.run) for cb in cbs if not isinstance(cb, ProgressCallback)]
-        for cb,_ in paused: object.__setattr__(cb, 'run', False)
-        self.paused += paused
+        for cb in cbs:
+            if not isinstance(cb, ProgressCallback): self.replace(cb, 'run', False)
+    def resume(self): "The paused callbacks run again (or not, as before the pause)"; self.close()
 
-    def resume(self):
-        "The paused callbacks run again (or not, as before the pause)"
-        for cb,run in self.paused: object.__setattr__(cb, 'run', run)
-        self.paused = []
