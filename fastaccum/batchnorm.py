@@ -14,8 +14,7 @@ import torch
 from torch import nn
 import torch.nn.modules.batchnorm
 from torch.nn.parameter import is_lazy
-from fastai.learner import Learner
-from .parts import WindowListener, FitScope, fit_running
+from .parts import WindowListener, FitScope
 from .distributed import bare_model
 from .checks import private
 # PyTorch's internals a watched layer relies on, read once here (a release without one says so, naming the versions)
@@ -95,11 +94,6 @@ def _model_of(obj):
     if not isinstance(model, nn.Module):
         raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
     return bare_model(model)
-
-def _fit_holding(layer)->FitScope|None:
-    "The scope of the `Learner.fit` running now whose model holds `layer` (`None`: none)"
-    for learn in list(Learner._fastaccum_scopes):   # (the Learners with an open scope, kept by `FitScope`)
-        if fit_running(learn) and any(m is layer for m in learn.model.modules()): return FitScope.of(learn)
 
 def _one_place(layers)->tuple:
     "The device and dtype of the layers' running statistics (one of each)"
@@ -226,7 +220,7 @@ class WindowBatchNorm(WindowListener):
         for layer in layers.values(): _unwatched(vars(layer))
         self.names,self.layers = list(layers),list(layers.values())
         if not self.layers: return self
-        fit = _fit_holding(self.layers[0])   # (started inside a fit, a user's callback's too: ends with it)
+        fit = FitScope.holding(self.layers[0])   # (started inside a fit, a user's callback's too: ends with it)
         if fit is not None and fit is not self._fit: fit.releases.callback(self.remove)
         self._fit = fit
         self.device,self.dtype = _one_place(self.layers)

@@ -23,7 +23,7 @@ from fastai.torch_core import no_random, to_device
 from .checks import CheckpointError, check_positive_int, check_optional_int, check_bool, check_path
 from .distributed import ddp_world_size, bare_model
 from .loaders import loader_bs
-from .parts import Releases, Attached, FitScope, find_cb, fit_running
+from .parts import Releases, ScopedCallback, find_cb, fit_running
 from .integrations import _BATCH_EVENTS   # (the batch events, which fastai runs only with `run_train`)
 from .runner import BatchRunner
 from .accumulate import GradientAccumulation
@@ -186,7 +186,7 @@ def _everywhere(differences:list, rank:int, world_size:int)->list:
                           if r != rank for d in ds if d not in differences]
 
 # %% ../nbs/22_checkpoint.ipynb #cde2a7b9
-class TrainingCheckpoint(Callback):
+class TrainingCheckpoint(ScopedCallback, Callback):
     "Save all a run needs at optimizer-step boundaries, atomically; with `resume`, continue a killed run bit for bit"
     order = 99   # after every other callback: the Recorder (50) has logged the batch, the schedulers (60) done theirs
     run_train = run_valid = False   # (no batch events but `after_step` until a checkpoint is due: see `__call__`)
@@ -201,15 +201,13 @@ class TrainingCheckpoint(Callback):
         store_attr()
         # its parts, each fit's: the run's record, the files, the Learner's state, the data's order, the skipped epochs
         self.record = self.files = self.state = self.data = self.paused = self._config = None
-        self.releases,self.world_size,self.rank = Releases(),1,0
+        self.world_size,self.rank = 1,0
         self._start()
 
     def _start(self):
         "A fit's position: nothing resumed, counted or written; no checkpoint to continue, of a finished fit, at an end"
         self.resumed_from,self.steps,self.written,self._stepped,self._seen,self._on = None,0,0,False,0,False
         self._resume = self._finished = self._ended = None
-
-    learn = Attached()   # (fastai sets it as the callback joins a Learner, `None` as it leaves: releases the fit's)
 
     def __setattr__(self, name, value):
         "Set plainly (no fastai check); an argument, as when the callback is made, checked: an error names it"
@@ -229,15 +227,15 @@ class TrainingCheckpoint(Callback):
         files = CheckpointFiles(Path(self.learn.path)/self.learn.model_dir, self.fname)
         return files.path(self.record.k if self.record is not None else _run_of(files.first)['completed'])
 
-    def before_fit(self):
+    def own_event(self)->bool:
+        "Only a fit's own `before_fit` and `after_fit`: the validation context, `summary` and `tta` change nothing"
+        return fit_running(self.learn, event=True)
+    def joined(self):
         "Check what can be checkpointed, and that the folder is writable; with `resume`, load this fit's checkpoint"
-        # (the validation context, `summary` and `tta`, inside a fit or not, and `lr_find`, change nothing)
-        if self.learn.lock.locked() or not fit_running(self.learn, event=True): return
-        self._release()
         learn = self.learn
-        if 'lr_finder' in vars(learn): return
+        if 'lr_finder' in vars(learn): return   # (`lr_find` changes nothing)
         self._start(); self._on = True
-        self.releases = FitScope.of(learn).count_steps().releases.part(self)   # (the fit's: closed on every exit)
+        self.scope.count_steps()
         self.files = CheckpointFiles.of(learn, self.fname, self.keep)   # (FSDP 1 refused)
         if self.every_steps is not None and not DataOrder.resumable(learn.dls.train):
             raise ValueError(f'TrainingCheckpoint(every_steps={self.every_steps}) resumes in the middle of an epoch '
@@ -258,7 +256,7 @@ class TrainingCheckpoint(Callback):
 
     def after_step(self):
         "A step the fit's scope counted since the last (not a cancelled one): when a checkpoint is due, write it after"
-        n = FitScope.of(self.learn).n_steps
+        n = self.scope.n_steps
         if n == self._seen: return
         self._seen,self._stepped,self.steps = n,True,self.steps+1
         if self.every_steps is not None and self.steps - self.written >= self.every_steps: self.run_train = True
@@ -336,14 +334,13 @@ class TrainingCheckpoint(Callback):
 
     def after_fit(self):
         "The fit ended (not by an exception): its last checkpoint, of its end; a skipped fit takes the end it had"
-        if self.learn.lock.locked() or not fit_running(self.learn, event=True): return
-        if self._on:
+        if self._on and self.own_event():
             if self._finished is not None: self._end_as(self._finished)
             else:
                 if self._ended is not None: self.state.ended(self._ended)   # (resumed at its end: trained nothing)
                 self._write(self.learn.epoch+1, 0, finished=True)
             self.record.finish()
-        self._release()
+        super().after_fit()
 
     def _end_as(self, ckpt):
         "A finished fit, skipped: the Learner, its callbacks and the random states as that fit ended"
@@ -358,7 +355,7 @@ class TrainingCheckpoint(Callback):
         "On every way out of a fit: the other callbacks run again, the batch index and optimizer's step are fastai's"
         if self.paused is not None: self.paused.resume()
         if self.data is not None: self.data.release()
-        self.releases.close(); self.releases = Releases()
+        self.releases.close()
         self._resume,self._finished,self._on,self.run_train = None,None,False,False
 
     def _write(self, epoch, batches, finished=False):

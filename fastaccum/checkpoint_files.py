@@ -6,13 +6,13 @@ Docs: https://fastaccum.github.io/fastaccum/internals/checkpoint_files.html.md""
 
 # %% ../nbs/internals/checkpoint_files.ipynb #56bba031
 from __future__ import annotations
-import contextlib, errno, hashlib, io, numbers, os, shutil, struct
+import errno, hashlib, io, numbers, os, shutil, struct
 from pathlib import Path
 import torch
 from fastai.optimizer import Optimizer
 from .checks import CheckpointError, check_positive_int, check_bool, check_path
 from .distributed import is_fsdp, fsdp_root
-from .sharded import save_sharded, sharded_extra, remove_partial_sharded
+from .sharded import save_sharded, sharded_extra, remove_partial_sharded, _fsync_dir
 
 # %% auto #0
 __all__ = ['numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'load_checkpoint_file', 'CheckpointFiles']
@@ -65,12 +65,6 @@ def _rotate(path, keep):
     try: os.link(path, link)
     except OSError: shutil.copy2(path, link)   # a file system without hard links
     os.replace(link, numbered_path(path, 1))
-
-def _fsync_dir(folder):
-    with contextlib.suppress(OSError):   # (Windows cannot open a folder)
-        fd = os.open(folder, os.O_RDONLY)
-        try: os.fsync(fd)
-        finally: os.close(fd)
 
 def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
                          path, # Where: `{fname}.pth`

@@ -158,6 +158,12 @@ class FitScope:
         scope = cls.of(learn)
         return cls(learn, fit=False) if scope is None else scope
 
+    @classmethod
+    def holding(cls, module)->FitScope|None:
+        "The innermost open scope of the `Learner.fit` running now whose model holds `module` (`None`: none)"
+        return next((scopes[-1] for learn,scopes in list(_SCOPES.items())
+                     if any(s.fit for s in scopes) and any(m is module for m in learn.model.modules())), None)
+
     @property
     def open(self)->bool: return self in _SCOPES.get(self.learn(), ())
 
@@ -261,3 +267,4 @@ class ScopedCallback:
         self._release()
         if scope is not None and not scope.fit: scope.close()
     def _release(self): self.releases.close()
+    def __getstate__(self)->dict: return dict(super().__getstate__(), scope=None)   # (pickled: the scope not kept)

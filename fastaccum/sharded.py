@@ -192,7 +192,7 @@ def remove_partial_sharded(path, # A sharded checkpoint's folder
         if path.exists(): shutil.rmtree(aside, ignore_errors=True)
         else: os.replace(aside, path)   # killed between the two renames: the previous one is the newest whole one
 
-def _fsync_dir(folder):   # (`folder`'s renames flushed to the disk, where the file system allows it)
+def _fsync_dir(folder):   # (`folder`'s renames flushed to the disk where the file system allows it; not on Windows)
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try: os.fsync(fd)

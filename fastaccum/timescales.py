@@ -12,7 +12,7 @@ from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer, Lookahead
 from .checks import check_positive_int, check_optional_int, check_choice
-from .parts import WindowListener, Attached, find_cb, inside_fit
+from .parts import WindowListener, ScopedCallback, find_cb
 from .accumulate import GradientAccumulation
 from .schedule import GradientAccumulationSchedule
 from .noise import GradientNoiseScale
@@ -85,17 +85,10 @@ class OptimizerTimescales:
         return new
 
 # %% ../nbs/17_timescales.ipynb #9b5d673a
-class _PerFit(Callback):
+class _PerFit(ScopedCallback, Callback):
     "A callback whose partners are its fit's: released as each fit starts and ends (not a validation's, `summary`'s)"
-    learn,__setattr__ = Attached(),object.__setattr__   # (leaving the Learner calls `_release`)
     ga,_loaded = None,None   # (the fit's accumulation callback; a state loaded before the fit, for it)
     _recorder = property(lambda self: getattr(self.__dict__.get('learn'), 'recorder', None))
-
-    def before_fit(self):
-        "A new fit starts afresh (fastai's validation context fires `before_fit` too: nothing to do there)"
-        if not inside_fit(self.learn): self._release()
-    def after_fit(self):
-        if not (self.learn.lock.locked() or inside_fit(self.learn)): self._release()
 
     def before_train(self):
         "Once a fit (not in `lr_find`, which sweeps as it is): `_start` finds the partners, with a state loaded for it"
