@@ -334,7 +334,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         if self.hypers is not None: self.hypers.restore()
         n = self.count_samples()
         items,amount = (n,n) if self.counter is None else self.counter.count(learn, n, window)
-        last,offset,share = self._piece()
+        last,offset,share = _WHOLE if self.runner is None else self.runner.piece   # (inline: every micro-batch)
         if not window.held: self._start_window(offset)
         left = plan.left(learn.iter, offset) if plan.drop_last and not window.held else None   # (can it fill?)
         step = window.plan(amount, learn.iter == learn.n_iter-1 and last, left)
@@ -349,7 +349,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         self.in_use = size = policy.size(None if isinstance(policy, FixedBatchSize) else self.window_position(), plan)
         window.open(size if plan.by_items else size//plan.world_size, window.start)
         if self.hypers is not None: self.places.at = self.places.place(window.start, size)   # (read at its step)
-        self.listeners.tell('window_started', size)
+        if self.listeners.window_started: self.listeners.tell('window_started', size)
 
     def before_backward(self):
         "Weigh the loss as it goes into the backward (`MicroBatch.weigh_loss`); the listeners that want it are told"
@@ -402,7 +402,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
         if kept: window.add(mb.n, mb.items, self.loggers.loss(alone=stepped and not window.held), mb.amount)
-        self.listeners.tell('micro_batch_done', kept)
+        if self.listeners.micro_batch_done: self.listeners.tell('micro_batch_done', kept)
         if stepped: self._close_window(mb)
         else: self.loggers.after_micro_batch(mb.share, kept=kept)
 
@@ -410,8 +410,8 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         "After the step (or its skipping): place the next step, the loggers log it, the listeners are told; empty it"
         window = self.window
         if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
-        self.loggers.stepped(window, mb.n, mb.share, self.n_steps)
-        self.listeners.tell('window_closed', window)
+        self.loggers.stepped(window, mb.n, mb.share, self.scope.n_steps)   # (in a fit: the scope's count)
+        if self.listeners.window_closed: self.listeners.tell('window_closed', window)
         window.reset()
 
     def _drop_window(self, quiet:bool=True):

@@ -86,7 +86,7 @@ class StepLoggers(WindowListener):
         "`window` stepped at a micro-batch of `n` samples (`share` of a loader batch): log its loss, count the step"
         if self.per_step and window.samples > n: self.learn.loss = window.mean_loss()
         if share != 1: self.after_micro_batch(share, steps=True)   # (a whole loader batch: nothing to do)
-        self.count_steps(n_steps)
+        if self.counters: self.count_steps(n_steps)
 
 # %% ../nbs/20_integrations.ipynb #aa7f695b
 def _nothing(self): "A batch event this callback does not use"
