@@ -235,6 +235,7 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         learn = self.learn
         if 'lr_finder' in vars(learn): return   # (`lr_find` changes nothing)
         self._start(); self._on = True
+        self.scope.ending(self._release)   # (a fit an exception ends: the paused callbacks run again, as after_fit's)
         self.scope.count_steps()
         self.files = CheckpointFiles.of(learn, self.fname, self.keep)   # (FSDP 1 refused)
         if self.every_steps is not None and not DataOrder.resumable(learn.dls.train):
