@@ -115,9 +115,10 @@ class _Calls:
         self.reset()
 
     def fold(self, kept:bool):
-        "The micro-batch is over: its pieces added to the window if `kept`, else forgotten"
+        "The micro-batch is over: its pieces added to the window if `kept`, else forgotten (and what its kernels wrote)"
         if not self.pieces_held: return
         if kept: self.window.add_(self.pieces); self.held |= self.pieces_held
+        else: self.mean.zero_(); self.var.fill_(1.)   # (with momentum 1 a kernel keeps a NaN there: 0*NaN)
         self.pieces.zero_(); self.pieces_held = set()
 
     def laid_out(self, wbn):
