@@ -254,12 +254,13 @@ class WindowBatchNorm(WindowListener):
         nbts,on = [b['num_batches_tracked'] for b in bufs],[int(i in calls.held) for i in range(len(bufs))]
         torch._foreach_add_(nbts, on)
         key = (tuple(on), tuple(self._momenta))   # per layer: its momentum (1/num_batches_tracked if None), 0 if off
-        if self._factors is None or self._factors[0] != key:
+        if self._factors is None or self._factors[0] != key:   # (made again only when it changes)
             rows = [[(m or 0.)*o for o,m in zip(*key)], [float(o and m is None) for o,m in zip(*key)]]
-            self._factors = key,torch.tensor(rows, dtype=self.dtype).to(self.device, non_blocking=True).unbind()
-        base,cumulative = self._factors[1]
-        factor = torch.addcdiv(base, cumulative, torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
-        factor = factor.repeat_interleave(self._widths_t, output_size=len(mean))
+            t = torch.tensor(rows, dtype=self.dtype).to(self.device, non_blocking=True)
+            self._factors = key,any(rows[1]),*t.repeat_interleave(self._widths_t, dim=1, output_size=len(mean))
+        _,cumulative,factor,per_count = self._factors
+        if cumulative: factor = torch.addcdiv(factor, per_count, torch.stack(nbts).clamp(min=1).to(self.dtype)
+                                              .repeat_interleave(self._widths_t, output_size=len(mean)))   # (no read)
         for name,stat in (('running_mean', mean), ('running_var', var)):
             real = [b[name] for b in bufs]   # (1-f)*running + f*stat
             torch._foreach_copy_(real, torch.cat(real).lerp_(stat.to(self.dtype), factor).split(self._widths))
