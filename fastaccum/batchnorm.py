@@ -22,63 +22,7 @@ _BatchNorm = private(torch.nn.modules.batchnorm, '_BatchNorm')
 private(_BatchNorm, '_check_input_dim')   # (its forward's first call: a watched layer's own takes its place)
 
 # %% auto #0
-__all__ = ['batch_moments', 'combine_moments', 'update_running_stats', 'batchnorm_layers', 'WindowBatchNorm', 'batchnorm_warning',
-           'BatchNormWarning', 'fit_batchnorm']
-
-# %% ../nbs/15_batchnorm.ipynb #f2dc60da
-def batch_moments(
-    x:torch.Tensor, # A BatchNorm layer's input: (batch, channels) or (batch, channels, *spatial)
-)->tuple:
-    "Per-channel (count, mean, M2) of `x`, over every dimension but the channels', in float32 at least"
-    if not isinstance(x, torch.Tensor) or x.dim() < 2:
-        raise ValueError('`x` must be a BatchNorm input of shape (batch, channels, ...), '
-                         f'got {getattr(x, "shape", x)!r}.')
-    x = x.detach()
-    if x.dtype not in (torch.float32, torch.float64): x = x.float()   # (half precision: in float32, as BatchNorm's)
-    n = x.numel()//x.shape[1] if x.shape[1] else 0
-    if not n: return 0,x.new_zeros(x.shape[1]),x.new_zeros(x.shape[1])   # (an empty batch: no values, no warning)
-    var,mean = torch.var_mean(x, [0, *range(2, x.dim())], correction=0)
-    return n,mean,var*n
-
-# %% ../nbs/15_batchnorm.ipynb #334a8761
-def combine_moments(
-    parts:list, # Each set's (count, mean, M2)
-)->tuple|None:
-    "(count, mean, M2) of all the sets of values together, in float64; None when they hold no values"
-    parts = [p for p in parts if p[0]]
-    if not parts: return None
-    device,n = parts[0][1].device,sum(p[0] for p in parts)
-    counts = torch.tensor([float(p[0]) for p in parts], dtype=_wide(device)).to(device, non_blocking=True)
-    means,m2s = (torch.stack([p[k] for p in parts]).to(counts.dtype) for k in (1, 2))   # (sets, channels)
-    mean = counts @ means / n
-    return n,mean,m2s.sum(0) + counts @ (means - mean).square()
-
-def _wide(device): return torch.float32 if device.type == 'mps' else torch.float64   # (MPS has no float64)
-
-# %% ../nbs/15_batchnorm.ipynb #51bf14d9
-@torch.no_grad()
-def update_running_stats(
-    layer:_BatchNorm, # A BatchNorm layer that tracks running statistics
-    n:int, # Values per channel the statistics come from (more than one, as PyTorch's training forward requires)
-    mean:torch.Tensor, # Their per-channel mean
-    m2:torch.Tensor, # Their per-channel sum of squared deviations from the mean
-):
-    "Update `layer`'s running statistics as one training-mode forward of those values does"
-    if not (isinstance(layer, _BatchNorm) and layer.track_running_stats):
-        raise ValueError(f'`layer` must be a BatchNorm layer tracking running statistics, got {type(layer).__name__}.')
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f'`n` must be an int > 1 (values per channel; a training forward of one raises), got {n!r}.')
-    for name,t in (('mean', mean), ('m2', m2)):
-        if not isinstance(t, torch.Tensor) or t.shape != (layer.num_features,):
-            raise ValueError(f'`{name}` must be a tensor of shape ({layer.num_features},), one value per channel of '
-                             f'the layer, got {getattr(t, "shape", t)!r}.')
-    nbt = layer.num_batches_tracked
-    if nbt is not None: nbt.add_(1)
-    if layer.momentum is not None: factor = layer.momentum
-    elif nbt is not None: factor = 1/nbt   # the cumulative average (on the device: no read of the count)
-    else: return   # (no count, no momentum: PyTorch's factor is 0)
-    for buf,stat in ((layer.running_mean, mean), (layer.running_var, m2/(n-1))):
-        buf.lerp_(stat.to(buf.dtype), factor)   # (1-f)*running + f*stat
+__all__ = ['batchnorm_layers', 'WindowBatchNorm', 'batchnorm_warning', 'BatchNormWarning', 'fit_batchnorm']
 
 # %% ../nbs/15_batchnorm.ipynb #bf28a30c
 def batchnorm_layers(
@@ -88,13 +32,6 @@ def batchnorm_layers(
     return {name:m for name,m in model.named_modules() if isinstance(m, _BatchNorm) and m.track_running_stats}
 
 # %% ../nbs/15_batchnorm.ipynb #b725d21b
-def _model_of(obj):
-    "The model to watch: `obj` itself, or an accumulation callback's `learn.model`; inside a DDP wrapper"
-    model = obj if isinstance(obj, nn.Module) else getattr(getattr(obj, 'learn', None), 'model', None)
-    if not isinstance(model, nn.Module):
-        raise ValueError(f'WindowBatchNorm needs a model (or a callback with `learn.model`), got {obj!r}.')
-    return bare_model(model)
-
 def _one_place(layers)->tuple:
     "The device and dtype of the layers' running statistics (one of each)"
     places = {(l.running_mean.device, l.running_mean.dtype) for l in layers}
@@ -124,12 +61,6 @@ def _getstate(layer)->dict:
     "A watched layer's state for `pickle` and `copy`: the layer as it was (a copy or a saved model is not watched)"
     return _unwatched(nn.Module.__getstate__(layer))
 
-def _synced_share(layer)->float:
-    "What a `SyncBatchNorm` call's n-1 takes off its own n: 1/processes where it synchronizes (as its forward does)"
-    dist = torch.distributed
-    if not (layer.training and dist.is_available() and dist.is_initialized()): return 1.
-    return 1/dist.get_world_size(layer.process_group or dist.group.WORLD)
-
 def _watched_check(layer, x):
     "A watched layer's `_check_input_dim`: PyTorch's, then (training) its running buffers pointed at the window's"
     type(layer)._check_input_dim(layer, x)
@@ -143,102 +74,94 @@ def _watched_check(layer, x):
         k = wbn._calls[i]
         wbn._calls[i] = k + 1
         calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
-        calls.counts[i],calls.minus[i] = n,(_synced_share(layer) if wbn._sync[i] else 1.)
+        dist = torch.distributed   # (a synchronized call's n-1 takes 1/processes off its own n, as its forward does)
+        calls.counts[i],calls.nm1[i] = n,n - (1/dist.get_world_size(layer.process_group)
+                                              if wbn._sync[i] and dist.is_initialized() else 1.)
     if 'running_mean' not in d: wbn._momenta[i] = d.get('momentum', wbn._momenta[i])   # (a callback may set it)
     # momentum 1: the kernel writes the call's mean and unbiased variance (a forward without this check: PyTorch's own)
     d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
 
 # %% ../nbs/15_batchnorm.ipynb #c4115a01
 class _Calls:
-    "One call number's statistics (each layer's first call in a forward, or its second...), and their window's sums"
+    "One call number's statistics (each layer's first call in a forward, or its second...), and their sums"
     def __init__(self, wbn):
-        self.widths,self.widths_t,total,wide = wbn._widths,wbn._widths_t,wbn._total,wbn._wide
-        self.mean = torch.zeros(total, device=wbn.device, dtype=wbn.dtype)
+        self.widths,self.widths_t,total = wbn._widths,wbn._widths_t,sum(wbn._widths)
+        self.mean = torch.zeros(total, device=wbn.device, dtype=wbn.dtype)   # (where the kernels write)
         self.var = torch.ones(total, device=wbn.device, dtype=wbn.dtype)
         self.means,self.vars = list(self.mean.split(self.widths)),list(self.var.split(self.widths))
-        # (3, channels): sums of n, n*mean, M2 + n*mean² over the window and the pieces; room (nothing allocated later)
-        self.window,self.pending,self.room = (torch.zeros(3, total, device=wbn.device, dtype=wide) for _ in range(3))
-        self.rows = dict(window=self.window.unbind(), pending=self.pending.unbind())
-        self.held,self.pending_held,self.key = set(),set(),None   # (the layers each holds; the counts `_weights` made)
+        # (3, channels): sums of n, n*mean and M2 + n*mean², over the micro-batch's pieces and over the window
+        self.pieces,self.window = (torch.zeros(3, total, device=wbn.device, dtype=wbn._wide) for _ in range(2))
+        self.rows = self.pieces.unbind()   # (unbound once: each view is an operation)
+        self.held,self.pieces_held,self.key = set(),set(),None   # (the layers each holds; the counts weighed last)
         self.reset()
 
     def reset(self):
-        "Forget this micro-batch's (or piece's) counts: each layer's values (0: no call), and what n-1 takes off n"
-        self.counts,self.minus = [0]*len(self.widths),[0.]*len(self.widths)
+        "Forget this piece's counts: each layer's values n (0: no call), and n-1"
+        self.counts,self.nm1 = [0]*len(self.widths),[0.]*len(self.widths)
 
     @torch.no_grad()
-    def gather(self, into:str):
-        "Add what the kernels wrote, each layer's weighted by its values, to the `'window'` or the `'pending'` pieces"
-        n,nm1 = self._weights()
-        count,s1,s2 = self.rows[into]
-        mean,var,square = self.room
-        mean.copy_(self.mean); var.copy_(self.var)
+    def gather(self):
+        "Add what the kernels wrote, each layer's weighted by its values, to the micro-batch's pieces; then `reset`"
+        key = (tuple(self.counts), tuple(self.nm1))
+        if key != self.key:   # (the weights per channel, made again only when the counts change)
+            per_layer = torch.tensor(key, dtype=self.pieces.dtype).to(self.pieces.device, non_blocking=True)
+            self.weights = per_layer.repeat_interleave(self.widths_t, dim=1, output_size=self.pieces.shape[1]).unbind()
+            self.key,self.gaps,self.has = key,0 in self.counts,{i for i,n in enumerate(self.counts) if n}
+        (n,nm1),(count,s1,s2),mean,var = self.weights,self.rows,self.mean,self.var
         if self.gaps: mean.nan_to_num_(0., 0., 0.); var.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
         count.add_(n); s1.addcmul_(n, mean)
-        s2.addcmul_(nm1, var).addcmul_(n, torch.mul(mean, mean, out=square))   # (n-1)*var + n*mean² = M2 + n*mean²
-        (self.held if into == 'window' else self.pending_held).update(self.has)
+        s2.addcmul_(nm1, var).addcmul_(n*mean, mean)   # (n-1)*var + n*mean² = M2 + n*mean²
+        self.pieces_held |= self.has
+        self.reset()
 
-    def _weights(self)->tuple:
-        "Per channel, each layer's values n in this call, and n-1 (made again only when the counts change)"
-        key = (tuple(self.counts), tuple(self.minus))
-        if key != self.key:
-            per_layer = torch.tensor([self.counts, [n - m if n else 0. for n,m in zip(*key)]], dtype=self.window.dtype)
-            self.n,self.nm1 = per_layer.to(self.window.device, non_blocking=True).repeat_interleave(
-                self.widths_t, dim=1, output_size=self.window.shape[1])
-            self.key,self.gaps,self.has = key,0 in self.counts,{i for i,n in enumerate(self.counts) if n}
-        return self.n,self.nm1
+    def fold(self, kept:bool):
+        "The micro-batch is over: its pieces added to the window if `kept`, else forgotten (and what its kernels wrote)"
+        if not self.pieces_held: return
+        if kept: self.window.add_(self.pieces); self.held |= self.pieces_held
+        else: self.mean.zero_(); self.var.fill_(1.)   # (with momentum 1 a kernel keeps a NaN there: 0*NaN)
+        self.pieces.zero_(); self.pieces_held = set()
 
     def laid_out(self, wbn):
         "These statistics, laid out for `wbn`'s widths now (a lazy layer's channels became known)"
         new = _Calls(wbn)
-        for name in ('mean', 'var', 'window', 'pending'):
-            olds,news = getattr(self, name).split(self.widths, -1),getattr(new, name).split(new.widths, -1)
-            for o,n in zip(olds, news):
+        for name in ('mean', 'var', 'pieces', 'window'):
+            for o,n in zip(getattr(self, name).split(self.widths, -1), getattr(new, name).split(new.widths, -1)):
                 if o.shape == n.shape: n.copy_(o)
-        new.counts,new.minus,new.held,new.pending_held = self.counts,self.minus,self.held,self.pending_held
+        new.counts,new.nm1,new.held,new.pieces_held = self.counts,self.nm1,self.held,self.pieces_held
         return new
 
 # %% ../nbs/15_batchnorm.ipynb #c4115a02
 class WindowBatchNorm(WindowListener):
     "Update BatchNorm's running statistics once per window (per call in a forward) from the window's exact statistics"
     def __init__(self,
-        model:nn.Module|None=None, # The model to watch now (or a callback with `learn.model`); else `start` one later
+        model:nn.Module, # The model to watch (inside DDP's wrapper too)
     ):
-        self.model,self._paused,self._fit = None,0,None   # (the depth of `paused`; the fit it ends with)
+        if not isinstance(model, nn.Module): raise ValueError(f'WindowBatchNorm needs a model, got {model!r}.')
+        self._paused = 0   # (the depth of `paused`)
         self.remove()
-        if model is not None: self.start(model)
-
-    def start(self,
-        model:nn.Module|None=None, # The model to watch (or an accumulation callback): default, the last one
-    ):
-        "Watch the model's BatchNorm layers that track running statistics (`batchnorm_layers`), forgetting what is held"
-        self.remove()
-        if model is not None: self.model = _model_of(model)
-        if self.model is None: raise ValueError('WindowBatchNorm.start needs a model: pass one.')
-        layers = batchnorm_layers(self.model)
+        layers = batchnorm_layers(bare_model(model))
         # (a layer another WindowBatchNorm still watches, an interrupted fit's, is put back first: its own momentum)
         for layer in layers.values(): _unwatched(vars(layer))
+        if not layers: return
         self.names,self.layers = list(layers),list(layers.values())
-        if not self.layers: return self
         fit = FitScope.holding(self.layers[0])   # (started inside a fit, a user's callback's too: ends with it)
-        if fit is not None and fit is not self._fit: fit.releases.callback(self.remove)
-        self._fit = fit
+        if fit is not None: fit.releases.callback(self.remove)
         self.device,self.dtype = _one_place(self.layers)
-        self._wide,self._sync = _wide(self.device),[isinstance(l, nn.SyncBatchNorm) for l in self.layers]
+        self._wide = torch.float32 if self.device.type == 'mps' else torch.float64   # (MPS has no float64)
+        self._sync = [isinstance(l, nn.SyncBatchNorm) and torch.distributed.is_available() for l in self.layers]
         self._calls = [0]*len(self.layers)   # each layer's calls so far in this micro-batch (or piece of one)
         self._nbt = torch.zeros((), dtype=torch.long, device=self.device)   # (what the kernel counts: not the layer's)
-        self._lay_out()
         self._momenta = [layer.momentum for layer in self.layers]   # (each layer's own: the window's is 1)
+        self._lay_out()
         for i,layer in enumerate(self.layers):   # (`pickle` and `copy` find its `__getstate__` first)
             vars(layer).update(_window_bn=(self, i), _check_input_dim=MethodType(_watched_check, layer),
                                __getstate__=MethodType(_getstate, layer))
-        return self
 
     def remove(self):
         "Put every layer back as it was (after an interrupted forward too), and forget everything; safe to call again"
         for layer in getattr(self, 'layers', []):
             if vars(layer).get('_window_bn', (None,))[0] is self: _unwatched(vars(layer))
-        self.layers,self.names,self._slots,self._calls,self._momenta,self._widths = [],[],[],[],[],[]
+        self.layers,self.names,self._slots,self._calls,self._momenta,self._sync = [],[],[],[],[],[]
 
     @property
     def held(self)->bool:
@@ -251,24 +174,13 @@ class WindowBatchNorm(WindowListener):
         kept:bool, # Whether the micro-batch's backward went into the window
     ):
         "The micro-batch is over: its calls (and earlier pieces) added to the window's sums if `kept`, else forgotten"
-        used = max(self._calls, default=0)
-        for k,calls in enumerate(self._slots):
-            if kept and k < used: calls.gather('window')
-            if calls.pending_held:
-                if kept:
-                    calls.window.add_(calls.pending)
-                    calls.held |= calls.pending_held
-                calls.pending.zero_()
-                calls.pending_held = set()
-            if k < used: calls.reset()
-        self._calls = [0]*len(self.layers)
+        self.new_piece()
+        for calls in self._slots: calls.fold(kept)
         for layer in self.layers: _unpoint(layer.__dict__)   # (between micro-batches a layer's buffers are its own)
 
     def new_piece(self):
         "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0"
-        for calls in self._slots[:max(self._calls, default=0)]:
-            calls.gather('pending')
-            calls.reset()
+        for calls in self._slots[:max(self._calls, default=0)]: calls.gather()
         self._calls = [0]*len(self.layers)
 
     @contextmanager
@@ -309,27 +221,24 @@ class WindowBatchNorm(WindowListener):
         unknown = sorted(set(state) - set(self.names))
         if unknown: raise ValueError(f'{where} this model has no BatchNorm layer tracking running statistics called '
                                      f'{unknown} (it has {self.names}). Load the state into the model it came from.')
-        state = {k: _checked(f'{where} `{k}`', calls, self.layers[self.names.index(k)].num_features)
+        state = {self.names.index(k): _checked(f'{where} `{k}`', calls, self.layers[self.names.index(k)].num_features)
                  for k,calls in state.items()}   # (all checked before anything is held)
         self.window_dropped()
-        for name,calls in state.items():
-            i = self.names.index(name)
+        for i,calls in state.items():
             for k,s in enumerate(calls):
-                while len(self._slots) <= k: self._new_slot()
+                slot = self._slots[k] if k < len(self._slots) else self._new_slot()
                 if s is None: continue
                 n,mean,m2 = s['count'],s['mean'].to(self.device, self._wide),s['m2'].to(self.device, self._wide)
-                sums = torch.stack([torch.full_like(mean, n), mean*n, m2 + mean.square()*n])   # (the sums)
-                self._slots[k].window[:, self._cols[i]] = sums
-                self._slots[k].held.add(i)
+                slot.window[:, self._cols[i]] = torch.stack([torch.full_like(mean, n), mean*n, m2 + mean.square()*n])
+                slot.held.add(i)
 
     def _lay_out(self):
         "Lay the layers' channels out in flat buffers (again, once a lazy layer's channels are known)"
         self._lazy = {i for i,l in enumerate(self.layers) if is_lazy(l.running_mean)}
         self._widths = [0 if i in self._lazy else l.running_mean.numel() for i,l in enumerate(self.layers)]
-        self._total,self._widths_t = sum(self._widths),torch.tensor(self._widths, device=self.device)
-        self._cols = [slice(a, b) for a,b in zip([0, *accumulate(self._widths)], accumulate(self._widths))]
-        self._slots = [c.laid_out(self) for c in self._slots]
-        self._trash,self._factors = _Calls(self),None   # (`_trash`: where calls that do not count write)
+        self._widths_t,ends = torch.tensor(self._widths, device=self.device),list(accumulate(self._widths))
+        self._cols = [slice(end - w, end) for w,end in zip(self._widths, ends)]
+        self._slots,self._trash,self._factors = [c.laid_out(self) for c in self._slots],_Calls(self),None
 
     def _new_slot(self)->_Calls:
         "Storage for one more call number (a layer called once more in a forward than so far)"
@@ -338,38 +247,29 @@ class WindowBatchNorm(WindowListener):
 
     def _update(self, calls:_Calls):
         "The running statistics of the layers `calls` holds moved once, by PyTorch's rule, all layers at once"
-        count,s1,s2 = calls.rows['window']
+        count,s1,s2 = calls.window
         mean = s1/count.clamp(min=1)
         var = (s2 - s1*mean).div_((count - 1).clamp_(min=1)).clamp_(min=0)   # the unbiased variance, M2/(n-1)
         bufs = [l._buffers for l in self.layers]
-        nbts,on = [b['num_batches_tracked'] for b in bufs],tuple(i in calls.held for i in range(len(bufs)))
-        torch._foreach_add_(nbts, [int(o) for o in on])
-        factor = self._factor(on, nbts)
+        nbts,on = [b['num_batches_tracked'] for b in bufs],[int(i in calls.held) for i in range(len(bufs))]
+        torch._foreach_add_(nbts, on)
+        key = (tuple(on), tuple(self._momenta))   # per layer: its momentum (1/num_batches_tracked if None), 0 if off
+        if self._factors is None or self._factors[0] != key:   # (made again only when it changes)
+            rows = [[(m or 0.)*o for o,m in zip(*key)], [float(o and m is None) for o,m in zip(*key)]]
+            t = torch.tensor(rows, dtype=self.dtype).to(self.device, non_blocking=True)
+            self._factors = key,any(rows[1]),*t.repeat_interleave(self._widths_t, dim=1, output_size=len(mean))
+        _,cumulative,factor,per_count = self._factors
+        if cumulative: factor = torch.addcdiv(factor, per_count, torch.stack(nbts).clamp(min=1).to(self.dtype)
+                                              .repeat_interleave(self._widths_t, output_size=len(mean)))   # (no read)
         for name,stat in (('running_mean', mean), ('running_var', var)):
-            real = [b[name] for b in bufs]
-            flat = torch.cat(real).lerp_(stat.to(self.dtype), factor)   # (1-f)*running + f*stat
-            torch._foreach_copy_(real, flat.split(self._widths))
-
-    def _factor(self, on:tuple, nbts:list)->torch.Tensor:
-        "Per channel: the momentum its last call read, 1/num_batches_tracked if None; 0 where a layer is not `on`"
-        key = (on, tuple(self._momenta))
-        if self._factors is None or self._factors[0] != key:
-            base = [m if o and m is not None else 0. for m,o in zip(key[1], on)]
-            cumulative = [float(o and m is None) for m,o in zip(key[1], on)]
-            t = torch.tensor([base, cumulative], dtype=self.dtype).to(self.device, non_blocking=True)
-            fixed = None if any(cumulative) else t[0].repeat_interleave(self._widths_t, output_size=self._total)
-            self._factors = (key, t, fixed)
-        _,t,fixed = self._factors
-        if fixed is not None: return fixed   # (no momentum=None among them: the same factors at every step)
-        f = torch.addcdiv(t[0], t[1], torch.stack(nbts).clamp(min=1).to(self.dtype))   # (no read of a count)
-        return f.repeat_interleave(self._widths_t, output_size=self._total)
+            real = [b[name] for b in bufs]   # (1-f)*running + f*stat
+            torch._foreach_copy_(real, torch.cat(real).lerp_(stat.to(self.dtype), factor).split(self._widths))
 
     @torch.no_grad()
     def _all_reduce_sync_batchnorms(self):
         "Per group of `SyncBatchNorm` layers: all-reduces of the call numbers (the most), then of the window's sums"
-        dist = torch.distributed
-        if not (any(self._sync) and dist.is_available() and dist.is_initialized()): return
-        groups = {}   # {group's id: (group, [layer indices])}, in the layers' order: the same in every process
+        dist,groups = torch.distributed,{}   # {group's id: (group, [layer indices])}, in the layers' order
+        if not (any(self._sync) and dist.is_initialized()): return
         for i,layer in enumerate(self.layers):
             if self._sync[i]: groups.setdefault(id(layer.process_group), (layer.process_group, []))[1].append(i)
         for group,idx in groups.values():
@@ -395,42 +295,37 @@ def _saved(sums)->dict:
 def _checked(where:str, calls, channels:int)->list:
     "A layer's saved calls (a dict: one call, the first checkpoints' form), each None or a count, mean and M2"
     calls = [calls] if isinstance(calls, dict) else calls
+    fix = (f"each None or a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({channels},) for the "
+           "layer's channels: load a state made for this model.")
     if not isinstance(calls, (list, tuple)):
-        raise ValueError(f"{where} must hold a list of calls (each None or a dict of 'count', 'mean', 'm2'), "
-                         f"got {type(calls).__name__}.")
-    fix = (f"(a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({channels},)): "
-           'load a state made for this model.')
-    for s in (s for s in calls if s is not None):
-        if not isinstance(s, dict) or set(s) != {'count', 'mean', 'm2'}:
-            raise ValueError(f'{where} holds {s!r}, not the statistics of a call {fix}')
-        if isinstance(s['count'], bool) or not isinstance(s['count'], int) or s['count'] <= 0:
-            raise ValueError(f"{where} has count={s['count']!r} {fix}")
-        for key in ('mean', 'm2'):
-            if not isinstance(s[key], torch.Tensor) or s[key].shape != (channels,):
-                raise ValueError(f'{where} has {key} of shape {tuple(getattr(s[key], "shape", ()))}, the layer has '
-                                 f'{channels} channels {fix}')
+        raise ValueError(f'{where} must hold a list of calls, got {type(calls).__name__}: {fix}')
+    for s in calls:
+        if s is None or (isinstance(s, dict) and set(s) == {'count', 'mean', 'm2'} and type(s['count']) is int
+                         and s['count'] > 0 and all(isinstance(s[k], torch.Tensor) and s[k].shape == (channels,)
+                                                    for k in ('mean', 'm2'))): continue
+        shown = s if not isinstance(s, dict) else {k: tuple(v.shape) if torch.is_tensor(v) else v for k,v in s.items()}
+        raise ValueError(f'{where} holds {shown!r:.120}, not the statistics of a call: {fix}')
     return calls
 
 # %% ../nbs/15_batchnorm.ipynb #dc946c71
+_SEEN = dict(   # what BatchNorm layers do with micro-batches, by `batchnorm`
+    window="their running statistics (used in eval mode) are the window's, but training normalizes each micro-batch "
+           'with its own statistics. Where that matters, use GroupNorm or LayerNorm, or a larger micro-batch.',
+    micro="training normalizes each micro-batch with its own statistics, and batchnorm='micro' updates the running "
+          "statistics at every micro-batch. Pass batchnorm='window' for the window's running statistics.")
+
 def batchnorm_warning(
     batchnorm:str='window', # 'window': running statistics updated once per window; 'micro': PyTorch's, per micro-batch
     samples:int|None=None, # Samples in the window, for the message
     tabular:bool=False, # A fastai `TabularModel` (`tabular_learner`'s): say how its config removes its BatchNorm layers
 )->str:
     "The once-per-fit warning for BatchNorm layers that see micro-batches: what is exact, what is not, and the remedy"
-    if batchnorm not in ('window', 'micro'):
+    if batchnorm not in _SEEN:
         raise ValueError(f"`batchnorm` must be 'window' or 'micro', got {batchnorm!r}. Pass batchnorm='window' "
                          "(running statistics of the window) or batchnorm='micro' (PyTorch's, per micro-batch).")
     seen = f'micro-batches of a window of {samples} samples' if samples else 'micro-batches of a larger window'
-    tab = (' In a tabular_learner, config=tabular_config(use_bn=False, bn_cont=False) removes its BatchNorm layers.'
-           if tabular else '')
-    if batchnorm == 'window':
-        return (f"BatchNorm layers see {seen}: their running statistics (used in eval mode) are the window's, but "
-                'training normalizes each micro-batch with its own statistics. Where that matters, use GroupNorm or '
-                'LayerNorm, or a larger micro-batch.' + tab)
-    return (f"BatchNorm layers see {seen}: training normalizes each micro-batch with its own statistics, and "
-            "batchnorm='micro' updates the running statistics at every micro-batch. Pass batchnorm='window' for the "
-            "window's running statistics." + tab)
+    tab = ' In a tabular_learner, config=tabular_config(use_bn=False, bn_cont=False) removes its BatchNorm layers.'
+    return f'BatchNorm layers see {seen}: {_SEEN[batchnorm]}' + (tab if tabular else '')
 
 # %% ../nbs/15_batchnorm.ipynb #b480484d
 class BatchNormWarning(WindowListener):
