@@ -117,10 +117,9 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         return not (self.learn.lock.locked() or inside_fit(self.learn))
 
     def joined(self):
-        "A `b_simple` column for the Recorder (not in `lr_find`), installed on the fit's scope"
-        if 'lr_finder' in vars(self.learn): return
-        # (an install on the fit's scope: a Learner pickled in the fit, by `learn.export()`, leaves it out)
-        self.releases.replace(self.learn, '_metrics', self.learn.metrics + [ValueMetric(self.suggested_bs, 'b_simple')])
+        "A `b_simple` column for the Recorder (not in `lr_find`), on the fit's scope: it outlives a `remove_cb`"
+        if 'lr_finder' not in vars(self.learn): self.scope.releases.replace(
+            self.learn, '_metrics', self.learn.metrics + [ValueMetric(self.suggested_bs, 'b_simple')])
 
     def before_train(self):
         "A fit's measure starts (afresh, unless a state was loaded): the accumulation callback found, the taps set"
