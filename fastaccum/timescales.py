@@ -15,7 +15,7 @@ from .checks import check_positive_int, check_optional_int, check_choice
 from .parts import WindowListener, ScopedCallback, find_cb
 from .accumulate import GradientAccumulation
 from .schedule import GradientAccumulationSchedule
-from .noise import GradientNoiseScale
+from .noise import GradientNoiseScale, _plot_steps
 
 # %% auto #0
 __all__ = ['ema_in_samples', 'decay_in_samples', 'OptimizerTimescales', 'KeepTimescales', 'BatchSizeWarmup']
@@ -146,16 +146,13 @@ class KeepTimescales(_PerFit):
             for name,values in recorder.kept_hps.items(): values.append(self.learn.opt.hypers[-1][name])
         self._restore()
 
-    def before_batch(self): self._restore()   # (a step an exception ended before `after_batch`)
-    def after_train(self): self._restore()
-    after_cancel_train = after_train
-
     def _restore(self):
         "Each value set back to what it was, unless someone set it since (then theirs stays)"
         for h,changed in self._set or []:
             for k,(old,mine) in changed.items():
                 if h.get(k) is mine: h[k] = old
         self._set = None
+    before_batch = after_train = after_cancel_train = _restore   # (`before_batch`: a step an exception ended)
 
     def state_dict(self)->dict:
         "For a checkpoint: the reference batch and the Recorder's values; `in_fit`: taken inside a fit (to continue it)"
@@ -244,13 +241,8 @@ def plot_warmup(self:BatchSizeWarmup,
     ax=None, # A matplotlib axis to draw on
 ):
     "The smoothed noise scale and the batch in use at each optimizer step, each decision marked"
-    import matplotlib.pyplot as plt
-    steps,decisions = self.noise_history,self.history
-    if not steps: raise ValueError('No fit recorded yet: plot_warmup plots the last fit.')
-    if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
-    ax.plot([h['b_simple'] for h in steps], label='B_simple (smoothed)')
-    ax.step(range(len(steps)), [h['accum_bs'] for h in steps], where='post', label='accum_bs in use')
-    ax.scatter([h['step'] for h in decisions], [h['accum_bs'] for h in decisions], c='k', zorder=3,
+    ax = _plot_steps(self.noise_history, 'plot_warmup', ax)
+    ax.scatter([h['step'] for h in self.history], [h['accum_bs'] for h in self.history], c='k', zorder=3,
                label='warm-up decision')
-    ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.set_yscale('log'); ax.legend()
+    ax.set_yscale('log'); ax.legend()
     return ax
