@@ -44,7 +44,6 @@ class GradientTaps:
     ):
         store_attr()
         self.want,self.watching,self._grads,self._sums = True,False,[],{}   # (emptied in place)
-
     def watch(self,
         params:list, # The parameters whose gradients to keep
         releases:Releases, # The fit's release stack: it removes the hooks when it closes
@@ -65,7 +64,6 @@ class GradientTaps:
         "The norms of the gradient kept since `forget`, one per parameter a backward reached (in no set order)"
         grads = list(self._sums.values()) if self.pieces else self._grads
         return grads if self.at_once and not self.pieces or not grads else torch._foreach_norm(grads)
-
     def forget(self):
         "Let go of what the hooks kept"
         self._grads.clear(); self._sums.clear()
@@ -114,7 +112,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         return self._trace_avg/self._sqnorm_avg if self._sqnorm_avg > 0 and self._trace_avg > 0 else float('nan')
     def own_event(self)->bool:   # the fit's own event (fastai's validations, `summary`, `tta` fire `before_fit` too)
         return not (self.learn.lock.locked() or inside_fit(self.learn))
-
     def joined(self):
         "A `b_simple` column for the Recorder (not in `lr_find`), on the fit's scope: it outlives a `remove_cb`"
         if 'lr_finder' not in vars(self.learn): self.scope.releases.replace(
@@ -148,7 +145,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
     def micro_batch_done(self, kept:bool): self._weighed = None
     def before_batch(self): self.taps.forget(); self._measured = None   # (a backward cancelled; a step cut short)
     def after_cancel_step(self): self._measured = None   # (a guard after this callback skipped the step)
-
     def before_backward(self):
         "Under FSDP: hooks on the unsharded parameters (once a forward has made them), heeded for micro-batches paired"
         w = self._weighed
@@ -168,7 +164,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
     def _squared_norm(self, norms):
         "The squared norm of a gradient from its parameters' norms: a number on the CPU; on a GPU a tensor (read later)"
         return sum(float(n)**2 for n in norms) if self._on_cpu else torch.stack(norms).square().sum()
-
     def before_step(self):
         "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window (kept if it steps)"
         w = self._weighed   # (the window's last micro-batch; `None`: a step of no window, nothing to measure)

@@ -92,9 +92,7 @@ class _ScheduleSetting(SizeSetting):
         self.setting,self.items = start_accum_bs,check_bool('items', items)
         store_attr('final_accum_bs,start,finish,schedule')
         self.check()
-
     start_accum_bs = property(lambda self: self.setting, lambda self, value: setattr(self, 'setting', value))
-
     def check(self):
         "Each argument checked, with a message naming it (as the schedule is made, and as one is set on it)"
         start,finish = self.start,self.finish
@@ -139,7 +137,6 @@ class _ScheduleSetting(SizeSetting):
     def made(self, n_epoch:int)->ScheduledBatchSize:
         "The policy for a fit of `n_epoch` epochs"
         return ScheduledBatchSize(self.setting, self.final_accum_bs, self.start, self.finish, self.schedule, n_epoch)
-
     def lr_find_size(self, plan:FitPlan)->int: return plan.round(self.setting)   # (whole micro-batches)
     def current(self, policy, in_use:int|None)->int: return self.setting if in_use is None else in_use
     def set(self, name, value, plan=None):
@@ -181,7 +178,6 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
     start_accum_bs,final_accum_bs,start,finish,schedule,items = (_ScheduleArgument() for _ in range(6))
     name = property(lambda self: 'gradient_accumulation')   # `learn.gradient_accumulation`, as `GradientAccumulation`
     _recorder = property(lambda self: getattr(self.__dict__.get('learn'), 'recorder', None))
-
     def __copy__(self):
         new = super().__copy__()
         new.history = list(self.history)   # (records of its own)
@@ -194,17 +190,14 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
         if not finding: self.history,self.history_epochs = [],self.n_epoch
         self._kept = (self.in_use,) if finding else None   # (kept even when no batch was in use yet)
         super()._start_fit()
-
     def wants(self, event): return 'lr_finder' not in vars(self.learn)   # (its `history` listens, not in `lr_find`)
     def window_closed(self, window):
         "Each step's (position, scheduled value, value in use) goes to `history`"
         position = self.window_position()   # (the fraction of training samples done when the window started)
         self.history.append((position, self.policy.scheduled(position), self.in_use))
-
     def after_fit(self):
         super().after_fit()
         if self._kept is not None and self.plan is None: (self.in_use,),self._kept = self._kept,None
-
     def lr_factor(self, in_use:int)->float:
         "What `lr_scale` multiplies a step's lr by at the batch `in_use`: `in_use / start_accum_bs`, or its root"
         start = self.start_accum_bs if self.plan is None else self.plan.round(self.start_accum_bs)
