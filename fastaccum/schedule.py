@@ -223,8 +223,7 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
         "Log the value in use beside each point the Recorder (and W&B) records"
         super().after_batch()
         recorder = self._recorder
-        if recorder is not None and recorder.run_train and hasattr(recorder, 'accum_bs'):
-            recorder.accum_bs.append(self.in_use)
+        if hasattr(recorder, 'accum_bs') and recorder.run_train: recorder.accum_bs.append(self.in_use)
         log_beside_step(self.learn, accum_bs=self.in_use)
 
 # %% ../nbs/12_schedule.ipynb #24de9cd6
