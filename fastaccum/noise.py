@@ -133,7 +133,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         self._sharded,self._on_cpu = fsdp_root(learn.model) is not None,self.params[0].device.type == 'cpu'
         at_once = self._on_cpu or ga.plan.world_size > 1 or self._sharded   # (DDP, FSDP: see `GradientTaps`)
         self.taps = GradientTaps(at_once, ga.settings.whole_batch_loss, self._on_cpu)
-        # no hooks for the window's first micro-batch (its gradient is `.grad`); under FSDP, see `before_backward`
         if self.every and not self._sharded: self.taps.watch(self.params, self.releases)
         self._scaler,self._tb = (getattr(learn, n, None) for n in ('scaler', 'tensor_board'))   # (once: slow lookups)
 

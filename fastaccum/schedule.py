@@ -174,7 +174,6 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
         super().__init__(None if items else start_accum_bs, accum_items=start_accum_bs if items else None, **kwargs)
         self.fixed,self.history,self.history_epochs,self._kept = fixed,[],None,None   # (`_kept`: over `lr_find`)
 
-    # the schedule's arguments, read and set on it (they live in its setting, `fixed`)
     start_accum_bs,final_accum_bs,start,finish,schedule,items = (_ScheduleArgument() for _ in range(6))
     name = property(lambda self: 'gradient_accumulation')   # `learn.gradient_accumulation`, as `GradientAccumulation`
     _recorder = property(lambda self: getattr(self.__dict__.get('learn'), 'recorder', None))
