@@ -14,7 +14,7 @@ from fastai.callback.fp16 import MixedPrecision
 from fastai.callback.training import GradientAccumulation as FastaiAccumulation
 from fastai.learner import ValueMetric
 from fastcore.basics import store_attr
-from .checks import check_positive_int, check_bool
+from .checks import check_optional_int, check_bool
 from .parts import Releases, WindowListener, Weighed, SizeAdvisor, ScopedCallback, find_cb, inside_fit
 from .distributed import all_reduce_sums, fsdp_root, fsdp_unsharded_params
 from .integrations import BatchCallback, log_beside_step
@@ -44,7 +44,6 @@ class GradientTaps:
     ):
         store_attr()
         self.want,self.watching,self._grads,self._sums = True,False,[],{}   # (emptied in place)
-
     def watch(self,
         params:list, # The parameters whose gradients to keep
         releases:Releases, # The fit's release stack: it removes the hooks when it closes
@@ -65,7 +64,6 @@ class GradientTaps:
         "The norms of the gradient kept since `forget`, one per parameter a backward reached (in no set order)"
         grads = list(self._sums.values()) if self.pieces else self._grads
         return grads if self.at_once and not self.pieces or not grads else torch._foreach_norm(grads)
-
     def forget(self):
         "Let go of what the hooks kept"
         self._grads.clear(); self._sums.clear()
@@ -85,8 +83,7 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
             raise ValueError(f'`beta` must be a number in [0, 1), got {beta!r}. '
                              'Pass e.g. beta=0.99 (closer to 1 smooths more).')
         check_bool('every', every); check_bool('adapt', adapt)
-        for name,value in (('min_bs', min_bs), ('max_bs', max_bs)):
-            if value is not None: check_positive_int(name, value, 'Pass a number of samples per step, or None.')
+        for n,v in (('min_bs', min_bs), ('max_bs', max_bs)): check_optional_int(n, v, 'Pass samples per step, or None.')
         if min_bs is not None and max_bs is not None and min_bs > max_bs:
             raise ValueError(f'`min_bs={min_bs}` is more than `max_bs={max_bs}`. Pass min_bs <= max_bs.')
         store_attr()
@@ -94,13 +91,13 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         self._no_fit()
 
     def _no_fit(self):
-        "None of a fit's parts (as made, and in a copy): releases, Learner, hooks, pairs; each fit's training sets them"
+        "None of a fit's parts (as made, and in a copy); each fit's training sets them"
         self.releases,self.learn,self.taps,self._pairs,self.params = Releases(),None,GradientTaps(),[],[]
         self.measuring,self._loaded,self._sharded,self._on_cpu = False,False,False,False
         self._weighed = self._measured = self._scaler = self._tb = self.scope = None
 
     def __copy__(self):
-        "A copy with the settings and a history of its own, and none of a fit's parts (releases, hooks, pairs, Learner)"
+        "A copy with the settings and a history of its own, and none of a fit's parts"
         new = object.__new__(type(self))
         new.__dict__.update(vars(self), history=list(self.history))
         new._no_fit()
@@ -111,28 +108,24 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
     def suggested_bs(self)->float: return self.b_simple   # (with `adapt`, the batch size follows it)
     @property
     def b_simple(self)->float:
-        "The smoothed noise scale: the moving average of tr(Σ) over that of |G|² (NaN until both are positive)"
+        "The smoothed noise scale: the average of tr(Σ) over that of |G|² (NaN until both are positive)"
         return self._trace_avg/self._sqnorm_avg if self._sqnorm_avg > 0 and self._trace_avg > 0 else float('nan')
     def own_event(self)->bool:   # the fit's own event (fastai's validations, `summary`, `tta` fire `before_fit` too)
         return not (self.learn.lock.locked() or inside_fit(self.learn))
-
     def joined(self):
-        "A `b_simple` column for the Recorder (not in `lr_find`), installed on the fit's scope"
-        if 'lr_finder' in vars(self.learn): return
-        # (an install on the fit's scope: a Learner pickled in the fit, by `learn.export()`, leaves it out)
-        self.releases.replace(self.learn, '_metrics', self.learn.metrics + [ValueMetric(self.suggested_bs, 'b_simple')])
+        "A `b_simple` column for the Recorder (not in `lr_find`), on the fit's scope: it outlives a `remove_cb`"
+        if 'lr_finder' not in vars(self.learn): self.scope.releases.replace(
+            self.learn, '_metrics', self.learn.metrics + [ValueMetric(self.suggested_bs, 'b_simple')])
 
     def before_train(self):
         "A fit's measure starts (afresh, unless a state was loaded): the accumulation callback found, the taps set"
         learn = self.learn
         if self.measuring or 'lr_finder' in vars(learn): return
-        ga = find_cb(learn, GradientAccumulation)
-        if ga is None: raise ValueError(
+        if (ga := find_cb(learn, GradientAccumulation)) is None: raise ValueError(
             "The Learner's `GradientAccumulation` is fastai's, not fastaccum's (a star import of fastai after "
-            "fastaccum's replaced it): import fastaccum after fastai, or import the class by name: "
-            '`from fastaccum.all import GradientAccumulation`.' if find_cb(learn, FastaiAccumulation) else
-            "GradientNoiseScale measures while fastaccum's GradientAccumulation (or GradientAccumulationSchedule) "
-            'accumulates: add one to the Learner.')
+            "fastaccum's replaced it): import fastaccum after fastai, or `from fastaccum.all import "
+            'GradientAccumulation`.' if find_cb(learn, FastaiAccumulation) else "GradientNoiseScale measures while "
+            "fastaccum's GradientAccumulation (or GradientAccumulationSchedule) accumulates: add one to the Learner.")
         if not self._loaded: self._sqnorm_avg,self._trace_avg,self.history = 0.,0.,[]
         self.measuring,self._loaded,self._weighed = True,False,None
         self.releases.callback(setattr, self, 'measuring', False)
@@ -140,7 +133,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         self._sharded,self._on_cpu = fsdp_root(learn.model) is not None,self.params[0].device.type == 'cpu'
         at_once = self._on_cpu or ga.plan.world_size > 1 or self._sharded   # (DDP, FSDP: see `GradientTaps`)
         self.taps = GradientTaps(at_once, ga.settings.whole_batch_loss, self._on_cpu)
-        # no hooks for the window's first micro-batch (its gradient is `.grad`); under FSDP, see `before_backward`
         if self.every and not self._sharded: self.taps.watch(self.params, self.releases)
         self._scaler,self._tb = (getattr(learn, n, None) for n in ('scaler', 'tensor_board'))   # (once: slow lookups)
 
@@ -152,7 +144,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
     def micro_batch_done(self, kept:bool): self._weighed = None
     def before_batch(self): self.taps.forget(); self._measured = None   # (a backward cancelled; a step cut short)
     def after_cancel_step(self): self._measured = None   # (a guard after this callback skipped the step)
-
     def before_backward(self):
         "Under FSDP: hooks on the unsharded parameters (once a forward has made them), heeded for micro-batches paired"
         w = self._weighed
@@ -172,7 +163,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
     def _squared_norm(self, norms):
         "The squared norm of a gradient from its parameters' norms: a number on the CPU; on a GPU a tensor (read later)"
         return sum(float(n)**2 for n in norms) if self._on_cpu else torch.stack(norms).square().sum()
-
     def before_step(self):
         "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window (kept if it steps)"
         w = self._weighed   # (the window's last micro-batch; `None`: a step of no window, nothing to measure)
@@ -239,10 +229,14 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         ax=None, # A matplotlib axis to draw on
     ):
         "Plot the smoothed noise scale at every optimizer step, beside `accum_bs` in use (which it sets, with `adapt`)"
-        if not self.history: raise ValueError('No fit recorded yet: plot_gns plots the steps of the last fit.')
-        import matplotlib.pyplot as plt
-        if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
-        ax.plot([h['b_simple'] for h in self.history], label='B_simple (smoothed)')
-        ax.step(range(len(self.history)), [h['accum_bs'] for h in self.history], where='post', label='accum_bs in use')
-        ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.legend()
-        return ax
+        return _plot_steps(self.history, 'plot_gns', ax)
+
+def _plot_steps(history:list, name:str, ax=None):
+    "The smoothed `b_simple` and the batch in use at each step of a noise scale's `history` (`name` plots it)"
+    if not history: raise ValueError(f'No fit recorded yet: {name} plots the steps of the last fit.')
+    import matplotlib.pyplot as plt
+    if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
+    ax.plot([h['b_simple'] for h in history], label='B_simple (smoothed)')
+    ax.step(range(len(history)), [h['accum_bs'] for h in history], where='post', label='accum_bs in use')
+    ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.legend()
+    return ax

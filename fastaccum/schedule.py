@@ -36,9 +36,8 @@ class ScheduledBatchSize:
         self.start_pct,self.finish_pct = _fraction('start', start, n_epoch),_fraction('finish', finish, n_epoch)
         if self.start_pct > self.finish_pct: raise ValueError(f'`start={start}` is after `finish={finish}` in a fit '
                                                               f'of {n_epoch} epochs. Pass start <= finish.')
-        self.milestones = None if not isinstance(schedule, dict) else sorted(
-            (_fraction(f'schedule key {k!r}', k, n_epoch), v) for k,v in schedule.items())
-        if self.milestones is None: self.annealer = schedule(start_bs, final_bs)
+        if not isinstance(schedule, dict): self.milestones,self.annealer = None,schedule(start_bs, final_bs)
+        else: self.milestones = sorted((_fraction(f'schedule key {k!r}', k, n_epoch), v) for k,v in schedule.items())
 
     def scheduled(self,
         position:float, # The fraction of training samples done
@@ -63,10 +62,10 @@ def _fraction(name, value, n_epoch=None):
         raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got '
                          f'{value!r}. Pass e.g. {name}=0.3 or {name}=2.')
     if not isinstance(value, numbers.Integral):
-        if math.isnan(value): raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. '
-                                               f'{name}=0.3, or an int epoch index.')
-        if not 0 <= value <= 1: raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction '
-            f'of training; for an epoch index pass an int, e.g. {name}={int(value) if math.isfinite(value) else 2}.')
+        if not 0 <= value <= 1: raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. '
+            f'{name}=0.3, or an int epoch index.' if math.isnan(value) else f'`{name}={value}` is a float outside '
+            f'[0, 1]. A float is a fraction of training; for an epoch index pass an int, e.g. '
+            f'{name}={int(value) if math.isfinite(value) else 2}.')
         return float(value)
     if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, or a '
                                    'fraction in [0, 1].')
@@ -82,11 +81,9 @@ def _fraction(name, value, n_epoch=None):
 def _warn_rounded(sched, plan:FitPlan):
     "Say when an end is not a whole number of micro-batches (of every process), and what it is rounded to"
     per = f' times {plan.world_size} processes' if plan.world_size > 1 else ''
-    for name in ('start_accum_bs', 'final_accum_bs'):
-        value = getattr(sched, name)
-        if plan.round(value) == value: continue
-        warnings.warn(f'`{name}={value}` is not a whole number of micro-batches ({plan.unit} samples{per}): '
-                      f'it is rounded down to {plan.round(value)}.')
+    for name,value in (('start_accum_bs', sched.start_accum_bs), ('final_accum_bs', sched.final_accum_bs)):
+        if plan.round(value) != value: warnings.warn(f'`{name}={value}` is not a whole number of micro-batches '
+            f'({plan.unit} samples{per}): it is rounded down to {plan.round(value)}.')
 
 # %% ../nbs/12_schedule.ipynb #092e1615
 class _ScheduleSetting(SizeSetting):
@@ -95,21 +92,19 @@ class _ScheduleSetting(SizeSetting):
         self.setting,self.items = start_accum_bs,check_bool('items', items)
         store_attr('final_accum_bs,start,finish,schedule')
         self.check()
-
     start_accum_bs = property(lambda self: self.setting, lambda self, value: setattr(self, 'setting', value))
-
     def check(self):
         "Each argument checked, with a message naming it (as the schedule is made, and as one is set on it)"
-        start,finish,schedule = self.start,self.finish,self.schedule
+        start,finish = self.start,self.finish
         check_positive_int('start_accum_bs', self.setting, 'Pass the samples per step at the start, e.g. 32.')
         check_positive_int('final_accum_bs', self.final_accum_bs, 'Pass the samples per step at the end, e.g. 256.')
         _fraction('start', start); _fraction('finish', finish)
         if isinstance(start, numbers.Integral) == isinstance(finish, numbers.Integral) and start > finish:
             raise ValueError(f'`start={start}` is after `finish={finish}`. Pass start <= finish.')
-        if isinstance(schedule, dict): self._check_milestones()
-        elif not callable(schedule): raise ValueError('`schedule` must be callable as schedule(start_accum_bs, '
-            f'final_accum_bs)(pos), or a dict of milestones {{position: accum_bs}}, got {schedule!r}. Pass e.g. '
-            'SchedCos, or {0.25: 64, 0.5: 128}.')
+        if isinstance(self.schedule, dict): self._check_milestones()
+        elif not callable(self.schedule): raise ValueError('`schedule` must be callable as schedule(start_accum_bs, '
+            f'final_accum_bs)(pos), or a dict of milestones {{position: accum_bs}}, got {self.schedule!r}. Pass '
+            'e.g. SchedCos, or {0.25: 64, 0.5: 128}.')
 
     def _check_milestones(self):
         "`{position: accum_bs}`: positions as `start`/`finish` take them, positive ints, the last `final_accum_bs`"
@@ -135,12 +130,13 @@ class _ScheduleSetting(SizeSetting):
             'Pass micro_batch_size=...')
         _warn_rounded(self, plan)
         if plan.drop_last:   # a value no window of an epoch can reach would drop every window, without a word
-            milestones = list(self.schedule.values()) if isinstance(self.schedule, dict) else []
+            milestones = self.schedule.values() if isinstance(self.schedule, dict) else ()
             for v in [self.setting, self.final_accum_bs, *milestones]:
                 plan.check_size(plan.round(v), 'final_accum_bs' if v == self.final_accum_bs else 'start_accum_bs')
-        return ScheduledBatchSize(self.setting, self.final_accum_bs, self.start, self.finish, self.schedule,
-                                  plan.n_epoch)
-
+        return self.made(plan.n_epoch)
+    def made(self, n_epoch:int)->ScheduledBatchSize:
+        "The policy for a fit of `n_epoch` epochs"
+        return ScheduledBatchSize(self.setting, self.final_accum_bs, self.start, self.finish, self.schedule, n_epoch)
     def lr_find_size(self, plan:FitPlan)->int: return plan.round(self.setting)   # (whole micro-batches)
     def current(self, policy, in_use:int|None)->int: return self.setting if in_use is None else in_use
     def set(self, name, value, plan=None):
@@ -178,11 +174,9 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
         super().__init__(None if items else start_accum_bs, accum_items=start_accum_bs if items else None, **kwargs)
         self.fixed,self.history,self.history_epochs,self._kept = fixed,[],None,None   # (`_kept`: over `lr_find`)
 
-    # the schedule's arguments, read and set on it (they live in its setting, `fixed`)
     start_accum_bs,final_accum_bs,start,finish,schedule,items = (_ScheduleArgument() for _ in range(6))
     name = property(lambda self: 'gradient_accumulation')   # `learn.gradient_accumulation`, as `GradientAccumulation`
     _recorder = property(lambda self: getattr(self.__dict__.get('learn'), 'recorder', None))
-
     def __copy__(self):
         new = super().__copy__()
         new.history = list(self.history)   # (records of its own)
@@ -195,17 +189,14 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
         if not finding: self.history,self.history_epochs = [],self.n_epoch
         self._kept = (self.in_use,) if finding else None   # (kept even when no batch was in use yet)
         super()._start_fit()
-
     def wants(self, event): return 'lr_finder' not in vars(self.learn)   # (its `history` listens, not in `lr_find`)
     def window_closed(self, window):
         "Each step's (position, scheduled value, value in use) goes to `history`"
         position = self.window_position()   # (the fraction of training samples done when the window started)
         self.history.append((position, self.policy.scheduled(position), self.in_use))
-
     def after_fit(self):
         super().after_fit()
         if self._kept is not None and self.plan is None: (self.in_use,),self._kept = self._kept,None
-
     def lr_factor(self, in_use:int)->float:
         "What `lr_scale` multiplies a step's lr by at the batch `in_use`: `in_use / start_accum_bs`, or its root"
         start = self.start_accum_bs if self.plan is None else self.plan.round(self.start_accum_bs)
@@ -231,8 +222,7 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
         "Log the value in use beside each point the Recorder (and W&B) records"
         super().after_batch()
         recorder = self._recorder
-        if recorder is not None and recorder.run_train and hasattr(recorder, 'accum_bs'):
-            recorder.accum_bs.append(self.in_use)
+        if hasattr(recorder, 'accum_bs') and recorder.run_train: recorder.accum_bs.append(self.in_use)
         log_beside_step(self.learn, accum_bs=self.in_use)
 
 # %% ../nbs/12_schedule.ipynb #24de9cd6
@@ -255,8 +245,7 @@ def preview(self:GradientAccumulationSchedule,
         raise ValueError('A schedule in items needs the items of a micro-batch to preview it. Pass items_per_batch=...')
     plan = FitPlan(n_epoch=n_epoch, loader_bs=micro_bs, by_items=self.items, drop_last=self.settings.drop_last,
                    loader_sizes=(micro_bs or 1,)*n_batches)   # (items: the sizes only place the windows)
-    policy = ScheduledBatchSize(self.start_accum_bs, self.final_accum_bs, self.start, self.finish, self.schedule,
-                                n_epoch)
+    policy = self.fixed.made(n_epoch)
     if not self.items: _warn_rounded(self, plan)
     history = []
     for epoch in range(n_epoch):

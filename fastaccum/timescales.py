@@ -15,7 +15,7 @@ from .checks import check_positive_int, check_optional_int, check_choice
 from .parts import WindowListener, ScopedCallback, find_cb
 from .accumulate import GradientAccumulation
 from .schedule import GradientAccumulationSchedule
-from .noise import GradientNoiseScale
+from .noise import GradientNoiseScale, _plot_steps
 
 # %% auto #0
 __all__ = ['ema_in_samples', 'decay_in_samples', 'OptimizerTimescales', 'KeepTimescales', 'BatchSizeWarmup']
@@ -54,8 +54,7 @@ class OptimizerTimescales:
             f"ranger), not of {type(inner).__name__}. Pass opt_func=Adam (or SGD, RAdam, ...), or remove "
             'KeepTimescales.')
         steps = {getattr(getattr(f, 'func', f), '__name__', repr(f)): f for f in inner.cbs}   # (a `partial`'s too)
-        unknown = [n for n in steps if n not in _STEPS]
-        if unknown: raise ValueError(
+        if unknown := [n for n in steps if n not in _STEPS]: raise ValueError(
             f"KeepTimescales does not know what the hyper-parameters of the optimizer's step function {unknown[0]!r} "
             f"average over (it knows {', '.join(_STEPS)}). Use SGD, RMSProp, Adam, RAdam, Lamb or ranger, or remove "
             'KeepTimescales.')
@@ -66,8 +65,8 @@ class OptimizerTimescales:
     @property
     def names(self)->list:
         "The hyper-parameters the rules may change"
-        on = dict(lr=self.mom and not self.damped, mom=self.mom, sqr_mom=self.sqr_mom, wd=self.decoupled)
-        return [n for n,changes in on.items() if changes]
+        return [n for n,on in dict(lr=self.mom and not self.damped, mom=self.mom, sqr_mom=self.sqr_mom,
+                                   wd=self.decoupled).items() if on]
 
     def adjusted(self,
         hypers:dict, # A parameter group's hyper-parameters as the step's schedulers (and `lr_scale`) set them
@@ -89,7 +88,6 @@ class _PerFit(ScopedCallback, Callback):
     "A callback whose partners are its fit's: released as each fit starts and ends (not a validation's, `summary`'s)"
     ga,_loaded = None,None   # (the fit's accumulation callback; a state loaded before the fit, for it)
     _recorder = property(lambda self: getattr(self.__dict__.get('learn'), 'recorder', None))
-
     def before_train(self):
         "Once a fit (not in `lr_find`, which sweeps as it is): `_start` finds the partners, with a state loaded for it"
         if self.ga is None and 'lr_finder' not in vars(self.learn):
@@ -112,22 +110,18 @@ class KeepTimescales(_PerFit):
         self.reference = check_optional_int('reference', reference, 'Pass the batch size to keep the timescales at, '
                                             'or None.')
         self.rules,self.in_fit_reference,self._set = None,None,None   # (`_set`: the values a step changed, to put back)
-
     def _release(self): self._restore(); self.ga = None
-
     def _start(self, learn, loaded):
         "The fit's accumulation callback and the optimizer's rules (refused if unknown); the reference batch"
-        ga = find_cb(learn, GradientAccumulation)
-        if ga is None: raise ValueError("KeepTimescales keeps the timescales as the batch of fastaccum's "
-            'GradientAccumulation changes: add GradientAccumulation (or GradientAccumulationSchedule) to the Learner.')
+        if (ga := find_cb(learn, GradientAccumulation)) is None: raise ValueError("KeepTimescales keeps the "
+            "timescales as the batch of fastaccum's GradientAccumulation changes: add GradientAccumulation (or "
+            'GradientAccumulationSchedule) to the Learner.')
         self.rules = OptimizerTimescales(learn.opt)
         self.in_fit_reference = loaded['reference'] if loaded else self.reference or ga.parts.size
         if self._recorder is not None:
             self._recorder.kept_hps = loaded['kept_hps'] if loaded else {n: [] for n in self.rules.names}
         self.ga = ga
-
     def _take(self, state): self.in_fit_reference = state['reference']
-
     def before_step(self):
         "The step's hyper-parameters, as scheduled, put to the batch in use (kept to be put back after it)"
         ga = self.ga
@@ -146,17 +140,13 @@ class KeepTimescales(_PerFit):
             for name,values in recorder.kept_hps.items(): values.append(self.learn.opt.hypers[-1][name])
         self._restore()
 
-    def before_batch(self): self._restore()   # (a step an exception ended before `after_batch`)
-    def after_train(self): self._restore()
-    after_cancel_train = after_train
-
     def _restore(self):
         "Each value set back to what it was, unless someone set it since (then theirs stays)"
         for h,changed in self._set or []:
             for k,(old,mine) in changed.items():
                 if h.get(k) is mine: h[k] = old
         self._set = None
-
+    before_batch = after_train = after_cancel_train = _restore   # (`before_batch`: a step an exception ended)
     def state_dict(self)->dict:
         "For a checkpoint: the reference batch and the Recorder's values; `in_fit`: taken inside a fit (to continue it)"
         kept = getattr(self._recorder, 'kept_hps', None)
@@ -185,14 +175,7 @@ class BatchSizeWarmup(_PerFit, WindowListener):
         self.ga = self.noise = self._replaced = None
 
     def _start(self, learn, loaded):
-        "At the fit's start: the accumulation callback follows this warm-up (a loaded state continues where it was)"
-        ga,noise = self._partners(learn)
-        self._take(loaded or dict(in_use=ga.in_use, changed_at=0, samples=0, history=[]))
-        self._replaced,ga.policy,self.ga,self.noise = ga.policy,self,ga,noise   # (the fit's policy: this one's `size`)
-        self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
-
-    def _partners(self, learn)->tuple:
-        "The accumulation callback and the noise scale it follows, refused where they cannot work with it"
+        "The accumulation callback follows this warm-up (a loaded state continues), with the noise scale's measure"
         ga,noise = find_cb(learn, GradientAccumulation),find_cb(learn, GradientNoiseScale)
         if ga is None or noise is None: raise ValueError("BatchSizeWarmup follows GradientNoiseScale's measure "
             "while fastaccum's GradientAccumulation accumulates: add both, e.g. cbs=[GradientAccumulation(32, "
@@ -205,7 +188,9 @@ class BatchSizeWarmup(_PerFit, WindowListener):
             'loader that declares its batch size, or micro_batch_size=...')
         if ga.settings.lr_scale is None: warnings.warn("BatchSizeWarmup grows the batch, but the lr stays: pass "
             "lr_scale='sqrt' (Adam) or 'linear' (SGD) to GradientAccumulation to scale it with the batch.")
-        return ga,noise
+        self._take(loaded or dict(in_use=ga.in_use, changed_at=0, samples=0, history=[]))
+        self._replaced,ga.policy,self.ga,self.noise = ga.policy,self,ga,noise   # (the fit's policy: this one's `size`)
+        self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
 
     def size(self,
         position, # The fraction of training done (not read)
@@ -222,21 +207,18 @@ class BatchSizeWarmup(_PerFit, WindowListener):
             self.history.append(dict(step=ga.n_steps, samples=self.samples, suggestion=suggestion, accum_bs=new))
             self.in_use,self.changed_at = new,ga.n_steps
         return self.in_use
-
     def window_closed(self, window):
         "The window stepped: its samples (all processes') are trained on"
         if self.ga is not None: self.samples += window.samples*self.ga.plan.world_size
-
     def state_dict(self)->dict:
         "The batch in use, the step it was set at, the samples and the decisions; `in_fit`: taken inside a fit"
         return dict(in_use=self.in_use, changed_at=self.changed_at, samples=self.samples, history=list(self.history),
                     in_fit=self.ga is not None)
 
-    def _take(self, state:dict):
-        "The warm-up where `state` says: the batch in use, the step it was set at, the samples, the decisions"
-        self.in_use,self.changed_at,self.samples = state['in_use'],state['changed_at'],state['samples']
-        self.history = list(state['history'])
-    def _finished(self, state): self.history = list(state['history'])   # (a state after a fit: its decisions)
+    def _take(self, state:dict, keys=('in_use', 'changed_at', 'samples')):
+        "The warm-up where `state` says (`_finished`, a state after a fit: only its decisions)"
+        vars(self).update({k: state[k] for k in keys}, history=list(state['history']))
+    def _finished(self, state): self._take(state, keys=())
 
 # %% ../nbs/17_timescales.ipynb #0dbce180
 @patch
@@ -244,13 +226,8 @@ def plot_warmup(self:BatchSizeWarmup,
     ax=None, # A matplotlib axis to draw on
 ):
     "The smoothed noise scale and the batch in use at each optimizer step, each decision marked"
-    import matplotlib.pyplot as plt
-    steps,decisions = self.noise_history,self.history
-    if not steps: raise ValueError('No fit recorded yet: plot_warmup plots the last fit.')
-    if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
-    ax.plot([h['b_simple'] for h in steps], label='B_simple (smoothed)')
-    ax.step(range(len(steps)), [h['accum_bs'] for h in steps], where='post', label='accum_bs in use')
-    ax.scatter([h['step'] for h in decisions], [h['accum_bs'] for h in decisions], c='k', zorder=3,
+    ax = _plot_steps(self.noise_history, 'plot_warmup', ax)
+    ax.scatter([h['step'] for h in self.history], [h['accum_bs'] for h in self.history], c='k', zorder=3,
                label='warm-up decision')
-    ax.set_xlabel('optimizer step'); ax.set_ylabel('samples'); ax.set_yscale('log'); ax.legend()
+    ax.set_yscale('log'); ax.legend()
     return ax
