@@ -20,6 +20,8 @@ __all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_r
 
 # %% ../nbs/21_distributed.ipynb #13c31a58
 def _fsdp(): return sys.modules.get('torch.distributed.fsdp')   # None before it is imported: no module sharded yet
+def _fsdp_units(model)->list:   # (`model`'s modules sharded with FSDP 2's `fully_shard`, outermost first)
+    return [] if (f := _fsdp()) is None else [m for m in model.modules() if isinstance(m, f.FSDPModule)]
 
 def is_fsdp(model)->bool:
     "Whether `model` (wrapped or not) is sharded by FSDP (version 1's `FullyShardedDataParallel`, or 2's `fully_shard`)"
@@ -39,16 +41,12 @@ def all_reduce_sums(values:list, device)->list:
     torch.distributed.all_reduce(totals)
     return totals.tolist()
 
-def all_reduce_gradients(params:list, world_size:int, bucket_size:int=2**24):
+def all_reduce_gradients(params:list, world_size:int):
     "Average `params`' gradients (the same everywhere) over `world_size` processes after the backward, in flat buckets"
-    flatten,unflatten = (private(torch._utils, f'_{n}_dense_tensors') for n in ('flatten', 'unflatten'))
-    buckets,size = [[]],0
-    for g in (p.grad for p in params if p.grad is not None):
-        if buckets[-1] and size + g.numel() > bucket_size: buckets,size = buckets + [[]],0
-        buckets[-1].append(g); size += g.numel()
-    for bucket in filter(None, buckets):
-        flat = flatten(bucket)
-        torch.distributed.all_reduce(flat)
+    names = ('_take_tensors', '_flatten_dense_tensors', '_unflatten_dense_tensors')
+    take,flatten,unflatten = (private(torch._utils, n) for n in names)
+    for bucket in take([p.grad for p in params if p.grad is not None], 2**26):   # (64 MiB at most, of one dtype)
+        torch.distributed.all_reduce(flat := flatten(bucket))
         torch._foreach_copy_(bucket, unflatten(flat.div_(world_size), bucket))
 
 # %% ../nbs/21_distributed.ipynb #1a75f669
@@ -62,7 +60,7 @@ def no_sync_model(model):
 
 def fsdp_root(model):
     "The outermost module of `model` sharded with FSDP 2's `fully_shard` (the root), or `None`"
-    return None if (f := _fsdp()) is None else next((m for m in model.modules() if isinstance(m, f.FSDPModule)), None)
+    return next(iter(_fsdp_units(model)), None)
 
 FSDP_REDUCE = ('micro_batch', 'window')
 
@@ -80,8 +78,8 @@ def fsdp_reduce(model)->str|None:
 # %% ../nbs/21_distributed.ipynb #e8726993
 def _fsdp_params(model):
     "FSDP's records of `model`'s sharded parameters (PyTorch's internals: `FSDPParam`), group by group"
-    return [p for m in model.modules() if isinstance(m, _fsdp().FSDPModule)
-            for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups') for p in private(g, 'fsdp_params')]
+    return [p for m in _fsdp_units(model) for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups')
+            for p in private(g, 'fsdp_params')]
 
 def fsdp_held_gradients(model)->list:
     "The unsharded gradients FSDP holds between backwards while its gradient synchronisation is off (a window's so far)"
