@@ -22,7 +22,6 @@ __all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_r
 def _fsdp(): return sys.modules.get('torch.distributed.fsdp')   # None before it is imported: no module sharded yet
 def _fsdp_units(model)->list:   # (`model`'s modules sharded with FSDP 2's `fully_shard`, outermost first)
     return [] if (f := _fsdp()) is None else [m for m in model.modules() if isinstance(m, f.FSDPModule)]
-
 def is_fsdp(model)->bool:
     "Whether `model` (wrapped or not) is sharded by FSDP (version 1's `FullyShardedDataParallel`, or 2's `fully_shard`)"
     if (fsdp := _fsdp()) is None: return False
@@ -53,24 +52,20 @@ def all_reduce_gradients(params:list, world_size:int):
 def bare_model(model):
     "`model` without DDP's wrapper: the module DDP wraps, else `model` itself"
     return model.module if isinstance(model, DistributedDataParallel) else model
-
 def no_sync_model(model):
     "The model whose `no_sync()` lets a window's backwards skip the all-reduce: a DDP model (not FSDP), else `None`"
     return model if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module) else None
-
 def fsdp_root(model):
     "The outermost module of `model` sharded with FSDP 2's `fully_shard` (the root), or `None`"
     return next(iter(_fsdp_units(model)), None)
 
 FSDP_REDUCE = ('micro_batch', 'window')
-
 def set_fsdp_reduce(model, reduce:str='micro_batch'):
     "When FSDP reduce-scatters a `fully_shard` model's gradients: each micro-batch, or once a window (`reduce`)"
     if (root := fsdp_root(model)) is None: raise ValueError('`model` is not sharded with fully_shard: shard it first '
                                                            '(fastaccum.sharded.shard_model, or fully_shard).')
     root._fastaccum_reduce = check_choice('reduce', reduce, FSDP_REDUCE)
     return model
-
 def fsdp_reduce(model)->str|None:
     "When FSDP reduce-scatters `model`'s gradients with `GradientAccumulation`: 'micro_batch', 'window' (or `None`)"
     return None if (root := fsdp_root(model)) is None else getattr(root, '_fastaccum_reduce', 'micro_batch')
@@ -87,7 +82,6 @@ def fsdp_held_gradients(model)->list:
         g = private(p, 'unsharded_accumulated_grad')
         return g if g is not None or not hasattr(p, '_unsharded_param') else p._unsharded_param.grad
     return [g for g in map(held, _fsdp_params(model)) if g is not None]
-
 def fsdp_unsharded_params(model)->list:
     "The unsharded parameters FSDP computes with (the leaves its backward accumulates into; made at the first forward)"
     return [p._unsharded_param for p in _fsdp_params(model) if hasattr(p, '_unsharded_param')]
@@ -164,6 +158,7 @@ def _cpu_broadcast(t, rank):
 
 def fix_distributed_dl_broadcast(dls):
     "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for the loaders `DistributedTrainer` wrapped"
+    # (fastai's `_broadcast` calls `.cuda()`; 2.8.12 is the newest fastai checked: a later one is left as it is)
     if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
     for dl in dls.loaders:
         if type(dl).__name__ == 'DistributedDL' and private(dl, '_broadcast'): dl._broadcast = _cpu_broadcast

@@ -20,7 +20,6 @@ from .parts import Releases
 from .distributed import (FSDP_REDUCE, _fsdp_units, bare_model, fix_distributed_dl_broadcast,
                                    fsdp_held_gradients, fsdp_root, is_fsdp, set_fsdp_reduce)
 
-
 # %% auto #0
 __all__ = ['shard_model', 'gather_weights', 'held_memory', 'remove_partial_sharded', 'older_sharded', 'save_sharded',
            'sharded_extra', 'model_shapes', 'load_sharded']
@@ -35,7 +34,6 @@ def _block_test(blocks):
     if callable(blocks) and not isinstance(blocks, type): return blocks
     raise ValueError(f'`blocks` must be module types (an nn.Module subclass, or a tuple of them) or a function '
                      f'blocks(module) -> bool, got {blocks!r}. Pass e.g. blocks=nn.TransformerEncoderLayer.')
-
 def _innermost_first(model, done:dict|None=None)->list:
     "Every module once, each after all the modules inside it (a module with two parents too: T5's shared embedding)"
     done = {} if done is None else done
@@ -69,12 +67,10 @@ def shard_model(model:nn.Module, # The model, sharded in place
     for m in found + [model]: fully_shard(m, **kwargs)
     return set_fsdp_reduce(model, reduce)
 
-
 # %% ../nbs/23_sharded.ipynb #5e88b08c
 def _sharing_copy(model):   # (a copy of `model`'s modules, its parameters new ones on the same weights, its buffers)
     return deepcopy(model, {id(t): nn.Parameter(t.detach(), t.requires_grad) if isinstance(t, nn.Parameter) else t
                             for t in [*model.parameters(), *model.buffers()]})
-
 def _reshard(model):   # (FSDP's root keeps its unsharded parameters after a forward: its shards back in every unit)
     for m in _fsdp_units(model): m.reshard()
 
@@ -86,7 +82,6 @@ def gather_weights(sharded:nn.Module, # A model sharded with `fully_shard`
     params = dict(model.named_parameters())
     for name,p in sharded.named_parameters():
         params[name].data = (p.full_tensor() if hasattr(p, 'full_tensor') else p).detach().to(params[name].device)
-
 
 # %% ../nbs/23_sharded.ipynb #5a19edf8
 def _join_group()->torch.device:
@@ -100,9 +95,7 @@ def _join_group()->torch.device:
 
 def _use_device(dls, device, releases):
     "Put `dls` (and each of its loaders) on this process's device, until `releases` closes"
-    for dl in dls.loaders:
-        old = getattr(dl, 'device', None)
-        releases.callback(lambda dl=dl, old=old: setattr(dl, 'device', None) if old is None else dl.to(old))
+    for dl in dls.loaders: releases.callback(dl.to, getattr(dl, 'device', None))
     releases.replace(dls, '_device', device)   # (fastai's `fit` puts the model on `dls.device`)
     dls.device = device
 
@@ -144,16 +137,14 @@ def sharded_ctx(self:Learner,
             if done and gather: gather_weights(sharded, original)
             else: self.model = sharded   # (nothing gathered after a failure: another process may not join a collective)
 
-
 # %% ../nbs/23_sharded.ipynb #e885800e
 def _local_bytes(tensors)->int:
     "Bytes of the parts of `tensors` this process holds (its shard, for a sharded tensor; `None`s count 0)"
     local = [t.to_local() if hasattr(t, 'to_local') else t for t in tensors if isinstance(t, torch.Tensor)]
     return sum(t.numel()*t.element_size() for t in local)
 
-def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
-               )->dict:
-    "Bytes this process holds of the model's parameters, their gradients (FSDP's held ones too) and optimizer state"
+def held_memory(learn:Learner)->dict:
+    "Bytes this process holds of `learn`'s parameters, their gradients (FSDP's held ones too) and optimizer state"
     if not isinstance(learn, Learner):
         raise ValueError(f'`learn` must be a fastai Learner, got {learn!r}. Pass the Learner whose model and optimizer '
                          'you measure, e.g. held_memory(learn).')
@@ -164,20 +155,16 @@ def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
 
 # %% ../nbs/23_sharded.ipynb #aa895ac4
 _MANIFEST,_FORMAT = 'fastaccum.pt',2
-
 def _folder(path)->Path:   # (`path` as a sharded checkpoint's folder, or an error that names it)
-    return check_path('path', path, 'a sharded checkpoint', folder=True,
-                      example="learn.path/learn.model_dir/'checkpoint'")
+    return check_path('path', path, 'a sharded checkpoint', folder=True, example="learn.path/learn.model_dir/'ckpt'")
 def _aside(path:Path)->Path: return path.with_name(f'.{path.name}.old')
 
-def remove_partial_sharded(path, # A sharded checkpoint's folder
-                          ):
-    "Delete what writes killed before their end left beside `path` (temporary folders); bring back one set aside"
+def remove_partial_sharded(path):
+    "Delete the temporary folders killed writes left beside the checkpoint folder `path`; bring back one set aside"
     path = _folder(path)
     for p in path.parent.glob(f'.{path.name}.*.tmp'): shutil.rmtree(p, ignore_errors=True)
     if path.exists(): shutil.rmtree(_aside(path), ignore_errors=True)
     elif _aside(path).exists(): os.replace(_aside(path), path)   # killed between the two renames: the newest whole one
-
 def _fsync_dir(folder):   # (`folder`'s renames flushed to the disk where the file system allows it; not on Windows)
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
@@ -204,14 +191,12 @@ def _publish(tmp:Path, path:Path, keep:int=1):
 
 # %% ../nbs/23_sharded.ipynb #d9d54ff7
 _MARK = b'fastaccum-shards'   # after the description's bytes: this mark, then their SHA-256
-
 def _shared(f, names)->dict:
     "`{name: f(name)}` for all `names`, each process computing every `W`-th of them (sorted)"
     rank,world = _group()
     every = [mine := {n: f(n) for n in sorted(names)[rank::world]}]*world
     if world > 1: torch.distributed.all_gather_object(every, mine)
     return {n: x for found in every for n,x in found.items()}
-
 def _sha(file:Path)->str:
     with open(file, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
 def _fix(path:Path)->str:   # (What to do about a damaged checkpoint at `path`)
@@ -260,7 +245,6 @@ def _single(f, state:dict, path:Path):
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='torch.distributed is disabled, unavailable or uninitialized')
         return f(state, checkpoint_id=path, no_dist=not _started())
-
 def _weights(model)->dict:
     "`model`'s state, its parameters sharded as they are (FSDP's root made to hold its shards again first)"
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
@@ -269,7 +253,6 @@ def _weights(model)->dict:
 def _shapes(tensors:dict)->dict: return {k: list(v.shape) for k,v in tensors.items()}
 def _own_buffers(model, weights:dict)->dict:   # (BatchNorm's statistics: each process's own under FSDP, not sharded)
     return {n: b for n,b in model.named_buffers() if n in weights}
-
 def _check_optimizer(opt):
     if opt is not None and not isinstance(opt, Optimizer):
         raise ValueError(f"`opt` must be a fastai Optimizer (SGD, Adam, RAdam, ...), got {type(opt).__name__}. Pass "
@@ -325,14 +308,12 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
                               'checkpoint written before it is left as it was.') from e
 
 # %% ../nbs/23_sharded.ipynb #5443ec40
-def sharded_extra(path, # A checkpoint's folder, written by `save_sharded`
-                 ):
-    "The `extra` a checkpoint was saved with, read without loading its weights (to check it before loading them)"
+def sharded_extra(path):
+    "The `extra` the checkpoint in folder `path` was saved with, read without loading its weights (to check it first)"
     return _manifest(path)[1]['extra']
 
-def model_shapes(model:nn.Module, # A model, sharded or not
-                )->dict:
-    "The shape of each tensor of `model`'s state, whole (a sharded parameter's full shape), as a checkpoint records it"
+def model_shapes(model:nn.Module)->dict:
+    "The shape of each tensor of `model`'s state (sharded or not), whole, as a checkpoint records it"
     return _shapes(_weights(bare_model(model)))
 
 # %% ../nbs/23_sharded.ipynb #a44b010a
@@ -340,7 +321,6 @@ def _differences(saved:dict, now:dict)->list:   # (What differs between two name
     return ([f'{n} {saved[n]} in the checkpoint, {now[n]} now' for n in saved if n in now and saved[n] != now[n]]
             + [f'{n} only in the checkpoint' for n in saved if n not in now]
             + [f'{n} only in the model' for n in now if n not in saved])
-
 def _refuse(path, differences:list, fix:str):   # (a `CheckpointError` naming the first `differences`, if any)
     if not differences: return
     shown = '; '.join(differences[:4]) + (f'; and {len(differences)-4} more' if len(differences) > 4 else '')
