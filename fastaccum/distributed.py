@@ -20,7 +20,8 @@ __all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_r
 
 # %% ../nbs/21_distributed.ipynb #13c31a58
 def _fsdp(): return sys.modules.get('torch.distributed.fsdp')   # None before it is imported: no module sharded yet
-
+def _fsdp_units(model)->list:   # (`model`'s modules sharded with FSDP 2's `fully_shard`, outermost first)
+    return [] if (f := _fsdp()) is None else [m for m in model.modules() if isinstance(m, f.FSDPModule)]
 def is_fsdp(model)->bool:
     "Whether `model` (wrapped or not) is sharded by FSDP (version 1's `FullyShardedDataParallel`, or 2's `fully_shard`)"
     if (fsdp := _fsdp()) is None: return False
@@ -39,40 +40,32 @@ def all_reduce_sums(values:list, device)->list:
     torch.distributed.all_reduce(totals)
     return totals.tolist()
 
-def all_reduce_gradients(params:list, world_size:int, bucket_size:int=2**24):
+def all_reduce_gradients(params:list, world_size:int):
     "Average `params`' gradients (the same everywhere) over `world_size` processes after the backward, in flat buckets"
-    flatten,unflatten = (private(torch._utils, f'_{n}_dense_tensors') for n in ('flatten', 'unflatten'))
-    buckets,size = [[]],0
-    for g in (p.grad for p in params if p.grad is not None):
-        if buckets[-1] and size + g.numel() > bucket_size: buckets,size = buckets + [[]],0
-        buckets[-1].append(g); size += g.numel()
-    for bucket in filter(None, buckets):
-        flat = flatten(bucket)
-        torch.distributed.all_reduce(flat)
+    names = ('_take_tensors', '_flatten_dense_tensors', '_unflatten_dense_tensors')
+    take,flatten,unflatten = (private(torch._utils, n) for n in names)
+    for bucket in take([p.grad for p in params if p.grad is not None], 2**26):   # (64 MiB at most, of one dtype)
+        torch.distributed.all_reduce(flat := flatten(bucket))
         torch._foreach_copy_(bucket, unflatten(flat.div_(world_size), bucket))
 
 # %% ../nbs/21_distributed.ipynb #1a75f669
 def bare_model(model):
     "`model` without DDP's wrapper: the module DDP wraps, else `model` itself"
     return model.module if isinstance(model, DistributedDataParallel) else model
-
 def no_sync_model(model):
     "The model whose `no_sync()` lets a window's backwards skip the all-reduce: a DDP model (not FSDP), else `None`"
     return model if isinstance(model, DistributedDataParallel) and not is_fsdp(model.module) else None
-
 def fsdp_root(model):
     "The outermost module of `model` sharded with FSDP 2's `fully_shard` (the root), or `None`"
-    return None if (f := _fsdp()) is None else next((m for m in model.modules() if isinstance(m, f.FSDPModule)), None)
+    return next(iter(_fsdp_units(model)), None)
 
 FSDP_REDUCE = ('micro_batch', 'window')
-
 def set_fsdp_reduce(model, reduce:str='micro_batch'):
     "When FSDP reduce-scatters a `fully_shard` model's gradients: each micro-batch, or once a window (`reduce`)"
     if (root := fsdp_root(model)) is None: raise ValueError('`model` is not sharded with fully_shard: shard it first '
                                                            '(fastaccum.sharded.shard_model, or fully_shard).')
     root._fastaccum_reduce = check_choice('reduce', reduce, FSDP_REDUCE)
     return model
-
 def fsdp_reduce(model)->str|None:
     "When FSDP reduce-scatters `model`'s gradients with `GradientAccumulation`: 'micro_batch', 'window' (or `None`)"
     return None if (root := fsdp_root(model)) is None else getattr(root, '_fastaccum_reduce', 'micro_batch')
@@ -80,8 +73,8 @@ def fsdp_reduce(model)->str|None:
 # %% ../nbs/21_distributed.ipynb #e8726993
 def _fsdp_params(model):
     "FSDP's records of `model`'s sharded parameters (PyTorch's internals: `FSDPParam`), group by group"
-    return [p for m in model.modules() if isinstance(m, _fsdp().FSDPModule)
-            for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups') for p in private(g, 'fsdp_params')]
+    return [p for m in _fsdp_units(model) for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups')
+            for p in private(g, 'fsdp_params')]
 
 def fsdp_held_gradients(model)->list:
     "The unsharded gradients FSDP holds between backwards while its gradient synchronisation is off (a window's so far)"
@@ -89,7 +82,6 @@ def fsdp_held_gradients(model)->list:
         g = private(p, 'unsharded_accumulated_grad')
         return g if g is not None or not hasattr(p, '_unsharded_param') else p._unsharded_param.grad
     return [g for g in map(held, _fsdp_params(model)) if g is not None]
-
 def fsdp_unsharded_params(model)->list:
     "The unsharded parameters FSDP computes with (the leaves its backward accumulates into; made at the first forward)"
     return [p._unsharded_param for p in _fsdp_params(model) if hasattr(p, '_unsharded_param')]
@@ -166,6 +158,7 @@ def _cpu_broadcast(t, rank):
 
 def fix_distributed_dl_broadcast(dls):
     "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for the loaders `DistributedTrainer` wrapped"
+    # (fastai's `_broadcast` calls `.cuda()`; 2.8.12 is the newest fastai checked: a later one is left as it is)
     if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
     for dl in dls.loaders:
         if type(dl).__name__ == 'DistributedDL' and private(dl, '_broadcast'): dl._broadcast = _cpu_broadcast

@@ -7,7 +7,6 @@ Docs: https://fastaccum.github.io/fastaccum/sharded.html.md"""
 # %% ../nbs/23_sharded.ipynb #9ff0164d
 from __future__ import annotations
 import contextlib, hashlib, io, os, shutil, uuid, warnings
-from contextlib import contextmanager
 from copy import deepcopy
 from pathlib import Path
 import torch
@@ -18,8 +17,8 @@ from fastai.optimizer import Optimizer
 from fastai.torch_core import num_distrib, rank_distrib
 from .checks import CheckpointError, check_bool, check_choice, check_positive_int, check_path
 from .parts import Releases
-from .distributed import (FSDP_REDUCE, bare_model, fix_distributed_dl_broadcast, fsdp_held_gradients,
-                                   fsdp_root, is_fsdp, set_fsdp_reduce)
+from .distributed import (FSDP_REDUCE, _fsdp_units, bare_model, fix_distributed_dl_broadcast,
+                                   fsdp_held_gradients, fsdp_root, is_fsdp, set_fsdp_reduce)
 
 # %% auto #0
 __all__ = ['shard_model', 'gather_weights', 'held_memory', 'remove_partial_sharded', 'older_sharded', 'save_sharded',
@@ -35,17 +34,13 @@ def _block_test(blocks):
     if callable(blocks) and not isinstance(blocks, type): return blocks
     raise ValueError(f'`blocks` must be module types (an nn.Module subclass, or a tuple of them) or a function '
                      f'blocks(module) -> bool, got {blocks!r}. Pass e.g. blocks=nn.TransformerEncoderLayer.')
-
-def _innermost_first(model)->list:
+def _innermost_first(model, done:dict|None=None)->list:
     "Every module once, each after all the modules inside it (a module with two parents too: T5's shared embedding)"
-    seen,out = set(),[]
-    def visit(m):
-        if id(m) in seen: return
-        seen.add(id(m))
-        for c in m.children(): visit(c)
-        out.append(m)
-    visit(model)
-    return out
+    done = {} if done is None else done
+    for child in model.children():
+        if id(child) not in done: _innermost_first(child, done)
+    done[id(model)] = model
+    return list(done.values())
 def _started()->bool: return torch.distributed.is_available() and torch.distributed.is_initialized()
 def _group()->tuple:   # (this process's rank and the number of processes: 0 and 1 without a process group)
     return (torch.distributed.get_rank(), torch.distributed.get_world_size()) if _started() else (0, 1)
@@ -56,10 +51,6 @@ def shard_model(model:nn.Module, # The model, sharded in place
                 **kwargs, # Passed to `fully_shard` (`mesh`, `reshard_after_forward`, `mp_policy`, `offload_policy`)
                )->nn.Module:
     "Shard `model` with FSDP 2's `fully_shard`: each of its `blocks` (innermost first), then the root"
-    return _shard(model, blocks, reduce, False, kwargs)
-
-def _shard(model, blocks, reduce, free:bool, kwargs:dict):
-    "`shard_model`; with `free`, each unit's unsharded parameters are emptied once it is sharded (they are shared)"
     from torch.distributed.fsdp import fully_shard
     test,_ = _block_test(blocks),check_choice('reduce', reduce, FSDP_REDUCE)
     if not _started():
@@ -73,31 +64,24 @@ def _shard(model, blocks, reduce, free:bool, kwargs:dict):
         raise ValueError(f'`blocks` matched no module of the model, so nothing but the root would be sharded. The '
                          f"model holds {', '.join(kinds[:12])}{', ...' if len(kinds) > 12 else ''}: pass some of them "
                          '(its repeated blocks, e.g. the transformer layers), or blocks=None to shard it as one unit.')
-    for m in found + [model]:
-        replaced = [p for p in m.parameters() if not hasattr(p, 'to_local')]   # (those no unit inside it took)
-        fully_shard(m, **kwargs)
-        if free:   # the unit's shards hold its weights now: one unit at a time is whole on the device (moved there)
-            for p in replaced: p.data = p.data.new_empty(0)
+    for m in found + [model]: fully_shard(m, **kwargs)
     return set_fsdp_reduce(model, reduce)
 
 # %% ../nbs/23_sharded.ipynb #5e88b08c
-def _sharing_copy(model):   # (a copy of `model`'s modules sharing its parameters and buffers: no data copied)
-    return deepcopy(model, {id(t): t for t in [*model.parameters(), *model.buffers()]})
-
+def _sharing_copy(model):   # (a copy of `model`'s modules, its parameters new ones on the same weights, its buffers)
+    return deepcopy(model, {id(t): nn.Parameter(t.detach(), t.requires_grad) if isinstance(t, nn.Parameter) else t
+                            for t in [*model.parameters(), *model.buffers()]})
 def _reshard(model):   # (FSDP's root keeps its unsharded parameters after a forward: its shards back in every unit)
-    from torch.distributed.fsdp import FSDPModule
-    for m in [m for m in model.modules() if isinstance(m, FSDPModule)]: m.reshard()
+    for m in _fsdp_units(model): m.reshard()
 
 def gather_weights(sharded:nn.Module, # A model sharded with `fully_shard`
                    model:nn.Module, # A model of the same structure, unsharded: its parameters get the full weights
-                   devices:dict|None=None, # Where each parameter (by name) goes: by default, where `model`'s is
                   ):
     "Every process: copy the full weights of `sharded` into `model`'s parameters, one tensor at a time (a collective)"
     _reshard(sharded)
     params = dict(model.named_parameters())
     for name,p in sharded.named_parameters():
-        full = p.full_tensor() if hasattr(p, 'full_tensor') else p
-        params[name].data = full.detach().to((devices or {}).get(name, params[name].device))
+        params[name].data = (p.full_tensor() if hasattr(p, 'full_tensor') else p).detach().to(params[name].device)
 
 # %% ../nbs/23_sharded.ipynb #5a19edf8
 def _join_group()->torch.device:
@@ -111,14 +95,12 @@ def _join_group()->torch.device:
 
 def _use_device(dls, device, releases):
     "Put `dls` (and each of its loaders) on this process's device, until `releases` closes"
-    for dl in dls.loaders:
-        old = getattr(dl, 'device', None)
-        releases.callback(lambda dl=dl, old=old: setattr(dl, 'device', None) if old is None else dl.to(old))
+    for dl in dls.loaders: releases.callback(dl.to, getattr(dl, 'device', None))
     releases.replace(dls, '_device', device)   # (fastai's `fit` puts the model on `dls.device`)
     dls.device = device
 
 @patch
-@contextmanager
+@contextlib.contextmanager
 def sharded_ctx(self:Learner,
     blocks=None, # Module types (a type or a tuple) or a function `blocks(module) -> bool`: the FSDP units
     reduce:str='micro_batch', # When a window's gradients are reduce-scattered: 'micro_batch' (least memory) or 'window'
@@ -135,10 +117,9 @@ def sharded_ctx(self:Learner,
         yield self
         return
     device,original,releases,sharded,done = _join_group(),self.model,Releases(),None,False
-    devices = {n: p.device for n,p in original.named_parameters()}
     try:
-        sharded = _shard(_sharing_copy(original), blocks, reduce, True, kwargs)   # (`original`'s weights emptied)
-        releases.replace(self, 'model', sharded)
+        sharded = releases.replace(self, 'model', shard_model(_sharing_copy(original), blocks, reduce, **kwargs))
+        for p in original.parameters(): p.data = p.data.new_empty(0)   # (the shards hold the weights until the end)
         releases.replace(self, 'opt', None)   # (fastai's `fit` makes one, over the shards)
         _use_device(self.dls, device, releases)
         releases.replace(self.dls, 'loaders', [dl if isinstance(dl, DistributedDL) else DistributedDL(dl, device=device)
@@ -153,7 +134,7 @@ def sharded_ctx(self:Learner,
     finally:
         releases.close()
         if sharded is not None:
-            if done and gather: gather_weights(sharded, original, devices)
+            if done and gather: gather_weights(sharded, original)
             else: self.model = sharded   # (nothing gathered after a failure: another process may not join a collective)
 
 # %% ../nbs/23_sharded.ipynb #e885800e
@@ -162,36 +143,28 @@ def _local_bytes(tensors)->int:
     local = [t.to_local() if hasattr(t, 'to_local') else t for t in tensors if isinstance(t, torch.Tensor)]
     return sum(t.numel()*t.element_size() for t in local)
 
-def held_memory(learn:Learner, # The Learner, while it trains (or between fits)
-               )->dict:
-    "Bytes this process holds of the model's parameters, their gradients (FSDP's held ones too) and optimizer state"
+def held_memory(learn:Learner)->dict:
+    "Bytes this process holds of `learn`'s parameters, their gradients (FSDP's held ones too) and optimizer state"
     if not isinstance(learn, Learner):
         raise ValueError(f'`learn` must be a fastai Learner, got {learn!r}. Pass the Learner whose model and optimizer '
                          'you measure, e.g. held_memory(learn).')
     model = bare_model(learn.model)
-    held = [*fsdp_held_gradients(model)] if fsdp_root(model) is not None else []
     state = [] if learn.opt is None else [v for _,_,s,_ in learn.opt.all_params() for v in s.values()]
     return dict(parameters=_local_bytes(model.parameters()), optimizer=_local_bytes(state),
-                gradients=_local_bytes([p.grad for p in model.parameters()] + held))
+                gradients=_local_bytes([p.grad for p in model.parameters()] + fsdp_held_gradients(model)))
 
 # %% ../nbs/23_sharded.ipynb #aa895ac4
 _MANIFEST,_FORMAT = 'fastaccum.pt',2
-
 def _folder(path)->Path:   # (`path` as a sharded checkpoint's folder, or an error that names it)
-    return check_path('path', path, 'a sharded checkpoint', folder=True,
-                      example="learn.path/learn.model_dir/'checkpoint'")
+    return check_path('path', path, 'a sharded checkpoint', folder=True, example="learn.path/learn.model_dir/'ckpt'")
 def _aside(path:Path)->Path: return path.with_name(f'.{path.name}.old')
 
-def remove_partial_sharded(path, # A sharded checkpoint's folder
-                          ):
-    "Delete what writes killed before their end left beside `path` (temporary folders); bring back one set aside"
+def remove_partial_sharded(path):
+    "Delete the temporary folders killed writes left beside the checkpoint folder `path`; bring back one set aside"
     path = _folder(path)
     for p in path.parent.glob(f'.{path.name}.*.tmp'): shutil.rmtree(p, ignore_errors=True)
-    aside = _aside(path)
-    if aside.exists():
-        if path.exists(): shutil.rmtree(aside, ignore_errors=True)
-        else: os.replace(aside, path)   # killed between the two renames: the previous one is the newest whole one
-
+    if path.exists(): shutil.rmtree(_aside(path), ignore_errors=True)
+    elif _aside(path).exists(): os.replace(_aside(path), path)   # killed between the two renames: the newest whole one
 def _fsync_dir(folder):   # (`folder`'s renames flushed to the disk where the file system allows it; not on Windows)
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
@@ -207,29 +180,23 @@ def older_sharded(path, # The newest checkpoint's folder
 
 def _publish(tmp:Path, path:Path, keep:int=1):
     "Rename the written folder `tmp` to `path`; the previous one is renamed aside first, then deleted (or numbered)"
-    aside = _aside(path)
-    if path.exists(): os.replace(path, aside)
+    kept = [_aside(path)] + [older_sharded(path, i) for i in range(1, keep)]   # the previous one, `path.1`, ...
+    if path.exists(): os.replace(path, kept[0])
     os.replace(tmp, path)
     _fsync_dir(path.parent)
-    if keep > 1 and aside.exists():   # the kept ones move one place older; the oldest goes
-        shutil.rmtree(older_sharded(path, keep-1), ignore_errors=True)
-        for i in range(keep-1, 0, -1):
-            older = older_sharded(path, i-1) if i > 1 else aside
-            if older.exists(): os.replace(older, older_sharded(path, i))
-    shutil.rmtree(aside, ignore_errors=True)
+    if kept[0].exists():   # the oldest kept goes, the others move one place older (with keep=1: the previous goes)
+        shutil.rmtree(kept[-1], ignore_errors=True)
+        for newer,older in zip(kept[-2::-1], kept[:0:-1]):
+            if newer.exists(): os.replace(newer, older)
 
 # %% ../nbs/23_sharded.ipynb #d9d54ff7
 _MARK = b'fastaccum-shards'   # after the description's bytes: this mark, then their SHA-256
-
-def _shared(f, names)->list:
-    "`f(name)` for each of `names`, each process doing every `W`-th of them (sorted); every process's results"
+def _shared(f, names)->dict:
+    "`{name: f(name)}` for all `names`, each process computing every `W`-th of them (sorted)"
     rank,world = _group()
-    mine = [f(n) for n in sorted(names)[rank::world]]
-    if world == 1: return mine
-    every = [None]*world
-    torch.distributed.all_gather_object(every, mine)
-    return [x for found in every for x in found]
-
+    every = [mine := {n: f(n) for n in sorted(names)[rank::world]}]*world
+    if world > 1: torch.distributed.all_gather_object(every, mine)
+    return {n: x for found in every for n,x in found.items()}
 def _sha(file:Path)->str:
     with open(file, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
 def _fix(path:Path)->str:   # (What to do about a damaged checkpoint at `path`)
@@ -239,14 +206,15 @@ def _fix(path:Path)->str:   # (What to do about a damaged checkpoint at `path`)
 
 def _check_digests(path:Path, digests:dict):
     "Every file of the checkpoint at `path` as it was written (each process checks its share); else a `CheckpointError`"
-    bad = [n for n,ok in _shared(lambda n: (n, (path/n).is_file() and _sha(path/n) == digests[n]), digests) if not ok]
+    same = _shared(lambda n: (path/n).is_file() and _sha(path/n) == digests[n], digests)
+    bad = [n for n,ok in same.items() if not ok]
     if bad: raise CheckpointError(f'`{path/bad[0]}` is damaged or missing: its contents do not match the checksum '
                                   f'written with the sharded checkpoint `{path}`. {_fix(path)}')
 
 def _write_manifest(folder:Path, manifest:dict):
     "Write the description, with the SHA-256 of every other file and its own, flushed to the disk"
     others = [p.name for p in folder.iterdir() if p.name != _MANIFEST]
-    manifest['files'] = dict(_shared(lambda n: (n, _sha(folder/n)), others))   # (each process hashes its share)
+    manifest['files'] = _shared(lambda n: _sha(folder/n), others)   # (each process hashes its share)
     if _group()[0]: return
     buf = io.BytesIO(); torch.save(manifest, buf)
     data = buf.getvalue()
@@ -277,17 +245,14 @@ def _single(f, state:dict, path:Path):
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='torch.distributed is disabled, unavailable or uninitialized')
         return f(state, checkpoint_id=path, no_dist=not _started())
-
 def _weights(model)->dict:
     "`model`'s state, its parameters sharded as they are (FSDP's root made to hold its shards again first)"
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
     _reshard(model)
     return get_model_state_dict(model)
 def _shapes(tensors:dict)->dict: return {k: list(v.shape) for k,v in tensors.items()}
-def _names(model)->dict: return {id(p): n for n,p in model.named_parameters()}
 def _own_buffers(model, weights:dict)->dict:   # (BatchNorm's statistics: each process's own under FSDP, not sharded)
     return {n: b for n,b in model.named_buffers() if n in weights}
-
 def _check_optimizer(opt):
     if opt is not None and not isinstance(opt, Optimizer):
         raise ValueError(f"`opt` must be a fastai Optimizer (SGD, Adam, RAdam, ...), got {type(opt).__name__}. Pass "
@@ -295,7 +260,7 @@ def _check_optimizer(opt):
 
 def _opt_parts(model, opt)->tuple:
     "The optimizer's tensors (for the distributed checkpoint) and its description (for the manifest), by parameter"
-    names,tensors,rest = _names(model),{},{}
+    names,tensors,rest = {id(p): n for n,p in model.named_parameters()},{},{}
     for p,_,state,_ in opt.all_params():
         tensors[names[id(p)]] = {k: v for k,v in state.items() if isinstance(v, torch.Tensor)}
         rest[names[id(p)]] = {k: v for k,v in state.items() if not isinstance(v, torch.Tensor)}
@@ -343,24 +308,21 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
                               'checkpoint written before it is left as it was.') from e
 
 # %% ../nbs/23_sharded.ipynb #5443ec40
-def sharded_extra(path, # A checkpoint's folder, written by `save_sharded`
-                 ):
-    "The `extra` a checkpoint was saved with, read without loading its weights (to check it before loading them)"
+def sharded_extra(path):
+    "The `extra` the checkpoint in folder `path` was saved with, read without loading its weights (to check it first)"
     return _manifest(path)[1]['extra']
 
-def model_shapes(model:nn.Module, # A model, sharded or not
-                )->dict:
-    "The shape of each tensor of `model`'s state, whole (a sharded parameter's full shape), as a checkpoint records it"
+def model_shapes(model:nn.Module)->dict:
+    "The shape of each tensor of `model`'s state (sharded or not), whole, as a checkpoint records it"
     return _shapes(_weights(bare_model(model)))
 
 # %% ../nbs/23_sharded.ipynb #a44b010a
-def _differences(saved:dict, now:dict, what:str)->list:   # (What differs between two name -> shape maps, in words)
-    out = [f'{n} {saved[n]} in the checkpoint, {now[n]} now' for n in saved if n in now and saved[n] != now[n]]
-    out += [f'{n} only in the checkpoint' for n in saved if n not in now]
-    out += [f'{n} only in the {what}' for n in now if n not in saved]
-    return out
-
-def _refuse(path, differences:list, fix:str):
+def _differences(saved:dict, now:dict)->list:   # (What differs between two name -> shape maps, in words)
+    return ([f'{n} {saved[n]} in the checkpoint, {now[n]} now' for n in saved if n in now and saved[n] != now[n]]
+            + [f'{n} only in the checkpoint' for n in saved if n not in now]
+            + [f'{n} only in the model' for n in now if n not in saved])
+def _refuse(path, differences:list, fix:str):   # (a `CheckpointError` naming the first `differences`, if any)
+    if not differences: return
     shown = '; '.join(differences[:4]) + (f'; and {len(differences)-4} more' if len(differences) > 4 else '')
     raise CheckpointError(f'`{path}` was written by another configuration: {shown}. {fix}')
 
@@ -392,19 +354,16 @@ def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with 
     model,_ = bare_model(model),_check_optimizer(opt)
     path,manifest = _manifest(path)
     weights = _weights(model)
-    differences = _differences(manifest['parameters'], _shapes(weights), 'model')
-    if differences: _refuse(path, differences, 'Load it into the model that wrote it.')
+    _refuse(path, _differences(manifest['parameters'], _shapes(weights)), 'Load it into the model that wrote it.')
     (rank,world),target = _group(),{'model': weights}
     own = f'buffers{rank}'   # (this process's buffers, with as many processes; else process 0's, in `model`)
     if manifest['world_size'] == world: target[own] = {n: b.clone() for n,b in _own_buffers(model, weights).items()}
     if opt is not None: target['opt'] = _opt_target(path, model, opt, manifest['optimizer'])
     _check_digests(path, manifest['files'])
     _single(dcp.load, target, path)   # each process reads the parts it holds
-    set_model_state_dict(model, target['model'])
-    mine = _own_buffers(model, weights)   # (buffers: no gradient)
-    for n,b in target.get(own, {}).items(): mine[n].copy_(b)
-    if opt is not None:
-        saved,names = manifest['optimizer'],_names(model)
-        state = [{**saved['rest'][names[id(p)]], **target['opt'][names[id(p)]]} for p,*_ in opt.all_params()]
+    set_model_state_dict(model, {**target['model'], **target.get(own, {})})
+    if opt is not None:   # (the optimizer's parameters in the order of its groups, checked above)
+        saved = manifest['optimizer']
+        state = [{**saved['rest'][n], **target['opt'][n]} for group in saved['groups'] for n in group]
         opt.load_state_dict(dict(state=state, hypers=deepcopy(saved['hypers'])))
     return manifest['extra']
