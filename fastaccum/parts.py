@@ -136,10 +136,6 @@ class FitScope:
         "The Learner's innermost open scope (`None`: no fit runs, and no context opened one)"
         return (_SCOPES.get(learn) or [None])[-1]
     @classmethod
-    def find(cls, learn:Learner)->FitScope:
-        "The open scope, or a context's, opened now (by the first fastaccum callback that needs one)"
-        return cls.of(learn) or cls(learn, fit=False)
-    @classmethod
     def holding(cls, module)->FitScope|None:
         "The scope of the `Learner.fit` running now (the innermost) whose model holds `module` (`None`: none)"
         return next((fit for learn in list(_SCOPES) if (fit := _fit_of(learn)) is not None
@@ -165,9 +161,7 @@ class FitScope:
         self._skip = xb
     def _counted_step(self):
         skip,self._skip = self._skip,None
-        if skip is not None and self.learn().xb is skip: return
-        self._step()
-        self.n_steps += 1
+        if skip is None or self.learn().xb is not skip: self._step(); self.n_steps += 1
     def _run(self, do_fit):
         "The fit's `_do_fit`: its epochs, between the fit's own `before_fit` and `after_fit`"
         if isinstance(do_fit, _Installed): do_fit = do_fit.replaced   # (a fit in a fit: not the outer fit's phases)
@@ -222,7 +216,7 @@ class ScopedCallback:
     def join_scope(self):
         "Release what an interrupted fit left; take a part of the open scope (outside a fit, a context's opened now)"
         self._release()
-        self.scope = FitScope.find(self.learn)
+        self.scope = FitScope.of(self.learn) or FitScope(self.learn, fit=False)
         self.releases = self.scope.releases.part(self)
     def joined(self): "Its part taken (`releases`): install what the fit needs"
     def before_fit(self):
@@ -230,9 +224,8 @@ class ScopedCallback:
         if self.own_event(): self.join_scope(); self.joined()
     def after_fit(self):
         "Release its part (not after a validation, `summary` or `tta` inside the fit); a context's scope ends here"
-        scope = self.scope
         if not self.own_event(): return
-        self._release()
+        scope = self.scope; self._release()
         if scope is not None and not scope.fit: scope.close()
     def _release(self): self.releases.close()
     def __getstate__(self)->dict: return dict(super().__getstate__(), scope=None)   # (pickled: the scope not kept)
