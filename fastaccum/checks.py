@@ -19,29 +19,23 @@ def _must(ok, name:str, value, must:str, fix:str='', got:str=''):
     "`value` if `ok`, else a `ValueError`: `name` `must` (be what), `got` `value`, and the `fix`"
     if not ok: raise ValueError(f'`{name}` {must}, got {got}{value!r}. {fix}'.strip())
     return value
-
 def check_positive_int(name:str, value, fix:str='')->int:
     "`value` if it is a positive int (not a bool), else a `ValueError` naming `name` and `fix`"
     return int(_must(_real(value, numbers.Integral) and value > 0, name, value, 'must be a positive int', fix))
-
 def check_bool(name:str, value)->bool:
     "`value` if it is a bool, else a `ValueError` naming `name`"
     return _must(isinstance(value, bool), name, value, 'must be True or False', f'Pass {name}=True or {name}=False.')
-
 def check_positive(name:str, value, fix:str='')->float|int:
     "`value` if it is a finite number > 0 (an int or a float, not a bool), else a `ValueError` naming `name` and `fix`"
     ok = _real(value) and math.isfinite(value) and value > 0
     return _must(ok, name, value, 'must be a number greater than 0', fix)
-
 def check_optional_int(name:str, value, fix:str='')->int|None:
     "`value` if it is `None` or a positive int, else a `ValueError` naming `name` and `fix`"
     return None if value is None else check_positive_int(name, value, fix)
-
 def check_choice(name:str, value, choices:tuple)->object:
     "`value` if it is one of `choices` (`1` is not `True`), else a `ValueError` naming `name` and listing them"
     ok = any(value is c or (type(value) == type(c) and value == c) for c in choices)
     return _must(ok, name, value, f"must be one of {', '.join(map(repr, choices))}")
-
 def check_count(name:str, value, fix:str='')->float:
     "`value` (a number, or a one-element tensor) as a finite number >= 0, else a `ValueError` naming `name` and `fix`"
     if hasattr(value, 'numel') and value.numel() == 1: value = value.item()
@@ -65,9 +59,8 @@ def check_path(name:str, value, what:str, folder:bool|None=False, example:str=''
 
 # %% ../nbs/internals/checks.ipynb #d2a9feb9
 SUPPORTED = {'torch': '>=2.13', 'fastai': '>=2.8.12,<2.9'}   # what pyproject.toml declares (tested in step with it)
-
 def private(obj, name:str):
-    "`obj.name` (a PyTorch or fastai internal), or a `RuntimeError` naming it, the versions installed and those supported"
+    "`obj.name` (a PyTorch or fastai internal), or a `RuntimeError` naming it, the versions installed and supported"
     try: return getattr(obj, name)
     except AttributeError: pass
     owner = obj.__name__ if isinstance(obj, type) or type(obj).__name__ == 'module' else type(obj).__name__

@@ -18,7 +18,6 @@ def loader_bs(dl)->int|None:
 
 # %% ../nbs/internals/loaders.ipynb #7d3a2f38
 def _chunks(n, bs, drop_last): return [bs]*(n//bs) + ([n%bs] if n%bs and not drop_last else [])
-
 def _samples_drawn(dl):
     "Samples `dl` draws in an epoch, if it tells"
     if hasattr(dl, 'world_size') and hasattr(dl, 'dl'):   # fastai's `DistributedDL`: an equal, padded share per process
@@ -27,7 +26,6 @@ def _samples_drawn(dl):
     if (n := getattr(dl, 'n', None)) is not None: return n   # fastai
     try: return len(dl.sampler)  # PyTorch: what the sampler draws, not what the dataset holds
     except (AttributeError, TypeError): return None
-
 def epoch_sizes(dl)->list|None:
     "The sizes of the batches the training loader `dl` yields in one epoch, or `None` if it cannot tell"
     bs,n = loader_bs(dl),_samples_drawn(dl)

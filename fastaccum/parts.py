@@ -19,7 +19,6 @@ def _put_back(obj, name, had, old, into:dict|None=None):   # (`into`: a copy of 
     d = vars(obj) if into is None else into
     if had: d[name] = old
     else: d.pop(name, None)
-
 class Releases:
     "One fit's installs on the Learner and the model: `close` undoes them in reverse order, each to what it replaced"
     def __init__(self, undos:list|None=None, owner=None): self.undos,self.owner = [] if undos is None else undos,owner
@@ -74,7 +73,6 @@ class Weighed(NamedTuple):
     reduction:str # The loss's reduction: 'mean' or 'sum'
     world_size:int # Processes
     size:int # The window's batch size (samples, or items), all processes
-
 class WindowListener:
     "A part told of the accumulation window's events (each a no-op here: define those you need)"
     def window_started(self, size:int): "A window of `size` samples (or items) over all processes starts"
@@ -85,7 +83,6 @@ class WindowListener:
 
 # %% ../nbs/42_parts.ipynb #1d1c7a5a
 _EVENTS = ('window_started', 'micro_batch_weighed', 'micro_batch_done', 'window_closed', 'window_dropped')
-
 class Listeners:
     "A fit's window listeners, each event's handlers in a list of their own (`window_started`, ... `window_dropped`)"
     def __init__(self, parts=()):
@@ -94,7 +91,6 @@ class Listeners:
     def tell(self, event:str, *args):
         "Call each handler of `event` with `args`"
         for handler in getattr(self, event): handler(*args)
-
 def _handler(part, event):
     "`part`'s handler of `event` if it handles it: it defines it (on its class, or itself), and (if it says) wants it"
     handler,wants = getattr(part, event),getattr(part, 'wants', None)
@@ -118,12 +114,10 @@ class _Installed:
     def __init__(self, fn, replaced): self.fn,self.replaced = fn,replaced
     def __call__(self): return self.fn()
     def __reduce__(self): return self.replaced.__reduce__()
-
 STARTING,RUNNING,ENDING = range(3)   # a fit's phases: its `before_fit`, its epochs (`_do_fit`), its `after_fit`
 # each Learner's open scopes, the innermost last, kept on `Learner` (a notebook that runs this again reads the same)
 _SCOPES = Learner._fastaccum_scopes = getattr(Learner, '_fastaccum_scopes', weakref.WeakKeyDictionary())
 def _fit_of(learn)->FitScope|None: return next((s for s in reversed(_SCOPES.get(learn, ())) if s.fit), None)
-
 class FitScope:
     "One fit of a Learner (or a context outside one): every fastaccum callback's installs, on one `Releases`"
     def __init__(self, learn:Learner, fit:bool=True):   # (`fit`: opened by `Learner.fit`; else a context's)
@@ -173,25 +167,21 @@ class FitScope:
 
 # %% ../nbs/42_parts.ipynb #e4e7d53d
 _fastai_fit = getattr(Learner.fit, '__wrapped__', Learner.fit)
-
 @functools.wraps(_fastai_fit)
 def _scoped_fit(self:Learner, *args, **kwargs):
     for scope in [s for s in _SCOPES.get(self, ()) if not s.fit]: scope.close()   # (a context left open: ended)
     scope = FitScope(self)
     try: return _fastai_fit(self, *args, **kwargs)
     finally: scope.close()   # (every way out: `after_fit` ran or not)
-
 if not hasattr(Learner.fit, '__wrapped__'): Learner.fit = _scoped_fit   # (once: the first import's wrapper stays)
 
 # %% ../nbs/42_parts.ipynb #2c704213
 _fastai_getstate = getattr(Learner.__getstate__, '__wrapped__', Learner.__getstate__)
-
 @functools.wraps(_fastai_getstate)
 def _getstate(self:Learner)->dict:
     state = _fastai_getstate(self)
     for scope in reversed(_SCOPES.get(self, ())): scope.releases.restored(self, state)   # (the innermost first)
     return state
-
 if not hasattr(Learner.__getstate__, '__wrapped__'): Learner.__getstate__ = _getstate   # (once, as `fit`)
 
 # %% ../nbs/42_parts.ipynb #81312e0d
