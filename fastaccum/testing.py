@@ -87,8 +87,7 @@ def synth_learner(x:Tensor, y:Tensor, bs:int, model:nn.Module, cbs=None, lr:floa
 # %% ../nbs/internals/testing.ipynb #2e61f091
 class StepLog(Callback):
     "Record `(epoch, iter)` of every optimizer step and every micro-batch that ran forward"
-    order = 90
+    order,run_valid = 90,False   # (a validation's batches not recorded)
     def before_fit(self): self.steps,self.forwards = [],[]
-    def after_pred(self):
-        if self.training: self.forwards.append((self.epoch, self.iter))
+    def after_pred(self): self.forwards.append((self.epoch, self.iter))
     def after_step(self): self.steps.append((self.epoch, self.iter))
