@@ -9,18 +9,6 @@ __all__ = []
 
 # %% ../nbs/internals/all.ipynb #a55fe496
 from . import window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint, sharded, timescales
-from .window import *
-from .plan import *
-from .parts import *
-from .runner import *
-from .accumulate import *
-from .schedule import *
-from .noise import *
-from .batchnorm import *
-from .checkpoint import *
-from .sharded import *
-from .timescales import *
-
-# nbdev writes `__all__ = []` for a module that defines nothing; re-export what the modules export
 _modules = (window, plan, parts, runner, accumulate, schedule, noise, batchnorm, checkpoint, sharded, timescales)
-__all__ = [n for m in _modules for n in m.__all__]
+__all__ = [n for m in _modules for n in m.__all__]   # (nbdev writes `__all__ = []` for a module defining nothing)
+globals().update({n: getattr(m, n) for m in _modules for n in m.__all__})

@@ -14,72 +14,53 @@ __all__ = ['SUPPORTED', 'check_positive_int', 'check_bool', 'check_positive', 'c
            'check_path', 'private', 'CheckpointError']
 
 # %% ../nbs/internals/checks.ipynb #0db0dbb2
+def _real(value, kind=numbers.Real)->bool: return isinstance(value, kind) and not isinstance(value, bool)
+def _must(ok, name:str, value, must:str, fix:str='', got:str=''):
+    "`value` if `ok`, else a `ValueError`: `name` `must` (be what), `got` `value`, and the `fix`"
+    if not ok: raise ValueError(f'`{name}` {must}, got {got}{value!r}. {fix}'.strip())
+    return value
 def check_positive_int(name:str, value, fix:str='')->int:
     "`value` if it is a positive int (not a bool), else a `ValueError` naming `name` and `fix`"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}. {fix}".strip())
-    return int(value)
-
+    return int(_must(_real(value, numbers.Integral) and value > 0, name, value, 'must be a positive int', fix))
 def check_bool(name:str, value)->bool:
     "`value` if it is a bool, else a `ValueError` naming `name`"
-    if not isinstance(value, bool):
-        raise ValueError(f"`{name}` must be True or False, got {value!r}. Pass {name}=True or {name}=False.")
-    return value
-
+    return _must(isinstance(value, bool), name, value, 'must be True or False', f'Pass {name}=True or {name}=False.')
 def check_positive(name:str, value, fix:str='')->float|int:
     "`value` if it is a finite number > 0 (an int or a float, not a bool), else a `ValueError` naming `name` and `fix`"
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a number greater than 0, got {value!r}. {fix}".strip())
-    return value
-
+    ok = _real(value) and math.isfinite(value) and value > 0
+    return _must(ok, name, value, 'must be a number greater than 0', fix)
 def check_optional_int(name:str, value, fix:str='')->int|None:
     "`value` if it is `None` or a positive int, else a `ValueError` naming `name` and `fix`"
     return None if value is None else check_positive_int(name, value, fix)
-
 def check_choice(name:str, value, choices:tuple)->object:
     "`value` if it is one of `choices` (`1` is not `True`), else a `ValueError` naming `name` and listing them"
-    if not any(value is c or (type(value) == type(c) and value == c) for c in choices):
-        raise ValueError(f"`{name}` must be one of {', '.join(map(repr, choices))}, got {value!r}.")
-    return value
-
+    ok = any(value is c or (type(value) == type(c) and value == c) for c in choices)
+    return _must(ok, name, value, f"must be one of {', '.join(map(repr, choices))}")
 def check_count(name:str, value, fix:str='')->float:
     "`value` (a number, or a one-element tensor) as a finite number >= 0, else a `ValueError` naming `name` and `fix`"
     if hasattr(value, 'numel') and value.numel() == 1: value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f'`{name}` must give a number (an int, a float or a one-element tensor), got {value!r}. '
-                         f'{fix}'.strip())
+    _must(_real(value), name, value, 'must give a number (an int, a float or a one-element tensor)', fix)
     value = int(value) if isinstance(value, numbers.Integral) else float(value)
     if not math.isfinite(value) or value < 0:
         raise ValueError(f'`{name}` gave {value}: a count must be finite and not negative. {fix}'.strip())
     return value
 
 # %% ../nbs/internals/checks.ipynb #70c8a10a
-def check_path(
-    name:str, # The parameter's name, for the message
-    value, # The value to check: a str or a path-like (`pathlib.Path`)
-    what:str, # What it must name, for the message, e.g. 'a checkpoint file'
-    folder:bool|None=False, # A folder (an existing file there refused), else a file (a folder refused); `None`: either
-    example:str='', # A value to pass instead, for the message
-)->Path:
-    "`value` as a `Path` if it can name `what` (a file, or with `folder` a folder), else a `ValueError` naming `name`"
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
-        raise ValueError(f'`{name}` must be the path of {what} (a str or a pathlib.Path), got {value!r}. '
-                         f'{"Pass e.g. " + example + "." if example else ""}'.strip())
-    if folder and (path := Path(value)).is_file():
-        raise ValueError(f'`{name}` must be a folder ({what}), got the file {str(path)!r}. Pass another name.')
-    if folder is False and (path := Path(value)).is_dir():
-        raise ValueError(f'`{name}` must be a file ({what}), got the folder {str(path)!r}. Pass a file in it, or '
-                         'another name.')
-    return Path(value)
+def check_path(name:str, value, what:str, folder:bool|None=False, example:str='')->Path:
+    "`value` as a `Path` if it can name `what` (a file; with `folder` a folder; with `folder=None` either)"
+    _must(isinstance(value, (str, os.PathLike)) and os.fspath(value), name, value,
+          f'must be the path of {what} (a str or a pathlib.Path)', f'Pass e.g. {example}.' if example else '')
+    path = Path(value)
+    _must(not (folder and path.is_file()), name, str(path), f'must be a folder ({what})', 'Pass another name.',
+          'the file ')
+    _must(not (folder is False and path.is_dir()), name, str(path), f'must be a file ({what})',
+          'Pass a file in it, or another name.', 'the folder ')
+    return path
 
 # %% ../nbs/internals/checks.ipynb #d2a9feb9
 SUPPORTED = {'torch': '>=2.13', 'fastai': '>=2.8.12,<2.9'}   # what pyproject.toml declares (tested in step with it)
-
-def private(
-    obj, # What holds the attribute: a PyTorch or fastai object, class or module
-    name:str, # The attribute's name (private: PyTorch or fastai may drop or rename it in any release)
-):
-    "`obj.name`; if it is gone, a `RuntimeError` naming it, the versions installed and those fastaccum supports"
+def private(obj, name:str):
+    "`obj.name` (a PyTorch or fastai internal), or a `RuntimeError` naming it, the versions installed and supported"
     try: return getattr(obj, name)
     except AttributeError: pass
     owner = obj.__name__ if isinstance(obj, type) or type(obj).__name__ == 'module' else type(obj).__name__

@@ -6,8 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/internals/demo.html.md"""
 
 # %% ../nbs/internals/demo.ipynb #1b49234c
 from __future__ import annotations
-from fastcore.script import call_parse
-from fastai.basics import *   # (with numpy, pandas, torch, `deepcopy` and `time`)
+from fastai.basics import *   # (with numpy, pandas, torch, `deepcopy`, `time` and `call_parse`)
 from fastai.callback.training import GradientAccumulation as FastaiGradientAccumulation
 from .accumulate import GradientAccumulation
 
@@ -36,11 +35,9 @@ def digits_model(seed:int=0)->nn.Module:
 class _StepLosses(Callback):
     "The loss of every optimizer step: the sample-weighted mean of the raw losses of the micro-batches it took"
     order,run_valid = 90,False
-    def before_fit(self): self.losses,self.samples,self.pending = [],[],[]
-    def after_loss(self): self.pending.append((self.learn.loss.item(), find_bs(self.yb)))
-    def after_step(self):
-        n = sum(b for _,b in self.pending)
-        self.losses.append(sum(l*b for l,b in self.pending)/n); self.samples.append(n); self.pending = []
+    def before_fit(self): self.losses,self.samples,self.sum,self.n = [],[],0.,0
+    def after_loss(self): self.sum,self.n = self.sum + self.learn.loss.item()*(b := find_bs(self.yb)),self.n + b
+    def after_step(self): self.losses.append(self.sum/self.n); self.samples.append(self.n); self.sum,self.n = 0.,0
 
 # %% ../nbs/internals/demo.ipynb #12d6ddf5
 def run_demo(epochs:int=5, bs:int=16, accum_bs:int=128, lr:float=0.1, seed:int=0, out:str|None='demo_loss.png'):
@@ -71,8 +68,8 @@ def _plot_losses(steps, out):
     ax = (fig := Figure(figsize=(7, 4))).subplots()
     for (name,(epochs,losses)),style in zip(steps.items(), ('-', '--', ':')):
         ax.plot(epochs, losses, style, marker='.', label=f'{name} ({len(losses)} steps)')
-    ax.set_xlabel('epochs of samples seen'); ax.set_ylabel("loss of the step (mean over its samples)"); ax.legend()
-    ax.set_title('Every optimizer step: fastaccum takes the large batch\'s steps')
+    ax.set(xlabel='epochs of samples seen', ylabel='loss of the step (mean over its samples)',
+           title="Every optimizer step: fastaccum takes the large batch's steps"); ax.legend()
     fig.tight_layout(); fig.savefig(out, dpi=100)
 
 # %% ../nbs/internals/demo.ipynb #a25c2a79

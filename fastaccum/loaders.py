@@ -6,36 +6,30 @@ Docs: https://fastaccum.github.io/fastaccum/internals/loaders.html.md"""
 
 # %% ../nbs/internals/loaders.ipynb #1f4a9c52
 from __future__ import annotations
+from fastcore.basics import ifnone
 
 # %% auto #0
 __all__ = ['loader_bs', 'epoch_sizes']
 
 # %% ../nbs/internals/loaders.ipynb #4a1b6c85
-def loader_bs(dl, # A fastai or PyTorch data loader
-             )->int|None:
-    "The batch size `dl` declares (`bs` for fastai, `batch_size` for PyTorch), or `None`"
-    bs = getattr(dl, 'bs', None)
-    return bs if bs is not None else getattr(dl, 'batch_size', None)
+def loader_bs(dl)->int|None:
+    "The batch size the data loader `dl` declares (`bs` for fastai, `batch_size` for PyTorch), or `None`"
+    return ifnone(getattr(dl, 'bs', None), getattr(dl, 'batch_size', None))
 
 # %% ../nbs/internals/loaders.ipynb #7d3a2f38
 def _chunks(n, bs, drop_last): return [bs]*(n//bs) + ([n%bs] if n%bs and not drop_last else [])
-
 def _samples_drawn(dl):
     "Samples `dl` draws in an epoch, if it tells"
     if hasattr(dl, 'world_size') and hasattr(dl, 'dl'):   # fastai's `DistributedDL`: an equal, padded share per process
         total = _samples_drawn(dl.dl)
         return None if total is None else -(-total//dl.world_size)
-    n = getattr(dl, 'n', None)   # fastai
-    if n is not None: return n
+    if (n := getattr(dl, 'n', None)) is not None: return n   # fastai
     try: return len(dl.sampler)  # PyTorch: what the sampler draws, not what the dataset holds
     except (AttributeError, TypeError): return None
-
-def epoch_sizes(dl, # The training loader
-               )->list|None:
-    "The sizes of the batches `dl` yields in one epoch, or `None` if it cannot tell"
+def epoch_sizes(dl)->list|None:
+    "The sizes of the batches the training loader `dl` yields in one epoch, or `None` if it cannot tell"
     bs,n = loader_bs(dl),_samples_drawn(dl)
     if bs is None or n is None: return None
     sizes = _chunks(n, bs, getattr(dl, 'drop_last', False))
-    try: n_batches = len(dl)
+    try: return sizes if len(sizes) == len(dl) else None
     except TypeError: return None
-    return sizes if len(sizes) == n_batches else None

@@ -15,36 +15,29 @@ __all__ = ['STARTING', 'RUNNING', 'ENDING', 'Releases', 'Attached', 'Weighed', '
            'SizeAdvisor', 'FitScope', 'fit_running', 'inside_fit', 'ScopedCallback']
 
 # %% ../nbs/42_parts.ipynb #259f92fa
-def _put_back(obj, name, had, old):
-    if had: object.__setattr__(obj, name, old)
-    else: vars(obj).pop(name, None)
-
+def _put_back(obj, name, had, old, into:dict|None=None):   # (`into`: a copy of `obj.__dict__`, not `obj`'s)
+    d = vars(obj) if into is None else into
+    if had: d[name] = old
+    else: d.pop(name, None)
 class Releases:
     "One fit's installs on the Learner and the model: `close` undoes them in reverse order, each to what it replaced"
-    def __init__(self, undos:list|None=None, owner=None):
-        self.undos,self.owner = [] if undos is None else undos,owner   # (undos shared by every part's view)
-
+    def __init__(self, undos:list|None=None, owner=None): self.undos,self.owner = [] if undos is None else undos,owner
     def part(self, owner)->Releases:
-        "A view for `owner`: its installs go on this one stack, its `close` undoes only `owner`'s (last first)"
+        "A view for `owner`: its installs go on this one stack (shared), its `close` undoes only `owner`'s (last first)"
         return Releases(self.undos, owner)
-
     def callback(self, fn, *args, **kwargs):
         "Call `fn(*args, **kwargs)` on `close`"
         self.undos.append((self.owner, fn, args, kwargs))
         return fn
-
     def replace(self, obj, name:str, value):
         "Set `obj.name = value` on the instance (past fastai's checks), to be put back as it was on `close`"
-        d = vars(obj)
-        self.callback(_put_back, obj, name, name in d, d.get(name))
+        self.callback(_put_back, obj, name, name in vars(obj), vars(obj).get(name))
         object.__setattr__(obj, name, value)
         return value
-
     def hook(self, handle):
         "Remove the hook `handle` (what `register_hook` and its kin return) on `close`"
         self.callback(handle.remove)
         return handle
-
     def close(self):
         "Undo every install (a part's view: its owner's), last first; each undo runs, the first error is raised after"
         undos,error,i = self.undos,None,len(self.undos)
@@ -55,26 +48,20 @@ class Releases:
             try: fn(*args, **kwargs)
             except BaseException as e: error = error or e
         if error is not None: raise error
-
     def restored(self, obj, state:dict)->dict:
         "`state` (a copy of `obj.__dict__`) as `close` would leave it: the installs on `obj` put back, none undone"
         for _,fn,args,_ in reversed(self.undos):
-            if fn is _put_back and args[0] is obj:
-                if args[2]: state[args[1]] = args[3]
-                else: state.pop(args[1], None)
+            if fn is _put_back and args[0] is obj: _put_back(*args, into=state)
         return state
-
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
 # %% ../nbs/42_parts.ipynb #6a5d976c
 class Attached:
     "A callback's `learn`: setting another Learner (or `None`, on `remove_cb`) calls the callback's `_release()` first"
-    def __set_name__(self, owner, name): self.name = name
     def __set__(self, cb, learn):
-        old = cb.__dict__.get(self.name)
-        if old is not None and learn is not old: cb._release()
-        cb.__dict__[self.name] = learn
+        if (old := vars(cb).get('learn')) is not None and learn is not old: cb._release()
+        vars(cb)['learn'] = learn
 
 # %% ../nbs/42_parts.ipynb #453c349f
 class Weighed(NamedTuple):
@@ -86,7 +73,6 @@ class Weighed(NamedTuple):
     reduction:str # The loss's reduction: 'mean' or 'sum'
     world_size:int # Processes
     size:int # The window's batch size (samples, or items), all processes
-
 class WindowListener:
     "A part told of the accumulation window's events (each a no-op here: define those you need)"
     def window_started(self, size:int): "A window of `size` samples (or items) over all processes starts"
@@ -97,19 +83,14 @@ class WindowListener:
 
 # %% ../nbs/42_parts.ipynb #1d1c7a5a
 _EVENTS = ('window_started', 'micro_batch_weighed', 'micro_batch_done', 'window_closed', 'window_dropped')
-
 class Listeners:
     "A fit's window listeners, each event's handlers in a list of their own (`window_started`, ... `window_dropped`)"
-    def __init__(self, parts:list=()): self.parts = []; self.add(*parts)
-
-    def add(self, *parts):
-        "Listen with `parts` too"
-        self.parts += parts
-        vars(self).update({e: [h for h in (_handler(p, e) for p in self.parts) if h is not None] for e in _EVENTS})
+    def __init__(self, parts=()):
+        self.parts = list(parts)   # (any iterable: read once)
+        for e in _EVENTS: setattr(self, e, [h for p in self.parts if (h := _handler(p, e)) is not None])
     def tell(self, event:str, *args):
         "Call each handler of `event` with `args`"
-        for handler in vars(self)[event]: handler(*args)
-
+        for handler in getattr(self, event): handler(*args)
 def _handler(part, event):
     "`part`'s handler of `event` if it handles it: it defines it (on its class, or itself), and (if it says) wants it"
     handler,wants = getattr(part, event),getattr(part, 'wants', None)
@@ -133,69 +114,48 @@ class _Installed:
     def __init__(self, fn, replaced): self.fn,self.replaced = fn,replaced
     def __call__(self): return self.fn()
     def __reduce__(self): return self.replaced.__reduce__()
-
 STARTING,RUNNING,ENDING = range(3)   # a fit's phases: its `before_fit`, its epochs (`_do_fit`), its `after_fit`
 # each Learner's open scopes, the innermost last, kept on `Learner` (a notebook that runs this again reads the same)
-_SCOPES = vars(Learner).get('_fastaccum_scopes')
-if _SCOPES is None: Learner._fastaccum_scopes = _SCOPES = weakref.WeakKeyDictionary()
-
+_SCOPES = Learner._fastaccum_scopes = getattr(Learner, '_fastaccum_scopes', weakref.WeakKeyDictionary())
+def _fit_of(learn)->FitScope|None: return next((s for s in reversed(_SCOPES.get(learn, ())) if s.fit), None)
 class FitScope:
     "One fit of a Learner (or a context outside one): every fastaccum callback's installs, on one `Releases`"
     def __init__(self, learn:Learner, fit:bool=True):   # (`fit`: opened by `Learner.fit`; else a context's)
         self.fit,self.releases,self.phase,self.n_steps,self._step,self._ends = fit,Releases(),STARTING,0,None,[]
         self._skip,self.learn = None,weakref.ref(learn)   # (a batch whose step is skipped; the Learner, not kept alive)
         _SCOPES.setdefault(learn, []).append(self)
-
+        if fit: self.releases.replace(learn, '_do_fit', self._run(learn._do_fit))
     @classmethod
     def of(cls, learn:Learner)->FitScope|None:
         "The Learner's innermost open scope (`None`: no fit runs, and no context opened one)"
-        scopes = _SCOPES.get(learn)
-        return scopes[-1] if scopes else None
-
-    @classmethod
-    def find(cls, learn:Learner)->FitScope:
-        "The open scope, or a context's, opened now (by the first fastaccum callback that needs one)"
-        scope = cls.of(learn)
-        return cls(learn, fit=False) if scope is None else scope
-
+        return (_SCOPES.get(learn) or [None])[-1]
     @classmethod
     def holding(cls, module)->FitScope|None:
-        "The innermost open scope of the `Learner.fit` running now whose model holds `module` (`None`: none)"
-        return next((scopes[-1] for learn,scopes in list(_SCOPES.items())
-                     if any(s.fit for s in scopes) and any(m is module for m in learn.model.modules())), None)
-
+        "The scope of the `Learner.fit` running now (the innermost) whose model holds `module` (`None`: none)"
+        return next((fit for learn in list(_SCOPES) if (fit := _fit_of(learn)) is not None
+                     and any(m is module for m in learn.model.modules())), None)
     @property
     def open(self)->bool: return self in _SCOPES.get(self.learn(), ())
-
     def ending(self, end):
         "Call `end()` as the scope closes, before any install is undone (a part ends its fit as the Learner was)"
         self._ends.append(end)
-
     def close(self):
         "End the parts (`ending`), then undo every install, last first; the Learner has no scope of this fit any more"
-        scopes = _SCOPES.get(self.learn(), [])
-        if self in scopes: scopes.remove(self)
-        ends,self._ends = self._ends,[]
-        for end in ends: self.releases.callback(end)   # (last on the stack: first undone, errors collected alike)
+        if self.open: _SCOPES[self.learn()].remove(self)
+        while self._ends: self.releases.callback(self._ends.pop(0))   # (last on the stack: first undone)
         self.releases.close()
-
     def count_steps(self)->FitScope:
         "Count the optimizer's steps from now on (once per fit): the scope's `_step` is the Learner's for the fit"
         if self._step is None:
             self._step = self.learn()._step
             self.releases.replace(self.learn(), '_step', _Installed(self._counted_step, self._step))
         return self
-
     def skip_step(self, xb):
         "The step of the micro-batch `xb` will not run (its gradient went with a window a part dropped)"
         self._skip = xb
-
     def _counted_step(self):
         skip,self._skip = self._skip,None
-        if skip is not None and self.learn().xb is skip: return
-        self._step()
-        self.n_steps += 1
-
+        if skip is None or self.learn().xb is not skip: self._step(); self.n_steps += 1
     def _run(self, do_fit):
         "The fit's `_do_fit`: its epochs, between the fit's own `before_fit` and `after_fit`"
         if isinstance(do_fit, _Installed): do_fit = do_fit.replaced   # (a fit in a fit: not the outer fit's phases)
@@ -207,34 +167,27 @@ class FitScope:
 
 # %% ../nbs/42_parts.ipynb #e4e7d53d
 _fastai_fit = getattr(Learner.fit, '__wrapped__', Learner.fit)
-
 @functools.wraps(_fastai_fit)
 def _scoped_fit(self:Learner, *args, **kwargs):
-    for scope in list(_SCOPES.get(self, ())):   # (a context that never saw its `after_fit`: ended by the next fit)
-        if not scope.fit: scope.close()
+    for scope in [s for s in _SCOPES.get(self, ()) if not s.fit]: scope.close()   # (a context left open: ended)
     scope = FitScope(self)
-    try:
-        scope.releases.replace(self, '_do_fit', scope._run(self._do_fit))
-        return _fastai_fit(self, *args, **kwargs)
+    try: return _fastai_fit(self, *args, **kwargs)
     finally: scope.close()   # (every way out: `after_fit` ran or not)
-
 if not hasattr(Learner.fit, '__wrapped__'): Learner.fit = _scoped_fit   # (once: the first import's wrapper stays)
 
 # %% ../nbs/42_parts.ipynb #2c704213
 _fastai_getstate = getattr(Learner.__getstate__, '__wrapped__', Learner.__getstate__)
-
 @functools.wraps(_fastai_getstate)
 def _getstate(self:Learner)->dict:
     state = _fastai_getstate(self)
     for scope in reversed(_SCOPES.get(self, ())): scope.releases.restored(self, state)   # (the innermost first)
     return state
-
 if not hasattr(Learner.__getstate__, '__wrapped__'): Learner.__getstate__ = _getstate   # (once, as `fit`)
 
 # %% ../nbs/42_parts.ipynb #81312e0d
 def fit_running(learn, event:bool=False)->bool:
     "Whether `learn.fit` runs now; with `event`, whether the event dispatched now is its own (not a validation's)"
-    fit = next((scope for scope in reversed(_SCOPES.get(learn, ())) if scope.fit), None)
+    fit = _fit_of(learn)
     return fit is not None and (not event or (fit.phase != RUNNING and not learn.lock.locked()))
 
 # %% ../nbs/42_parts.ipynb #776ffb87
@@ -245,8 +198,7 @@ def inside_fit(learn)->bool:
 # %% ../nbs/42_parts.ipynb #5c0e7a11
 class ScopedCallback:
     "A callback with installs for a fit: its part of the fit's `Releases`, taken as the fit starts, released at exits"
-    # `learn` is set as it joins a Learner and `None` as it leaves (its part released); the rest is set plainly
-    # (fastai's check that a callback does not shadow the Learner's would run at every micro-batch)
+    # (`learn` releases its part as it changes; the rest is set plainly: fastai's check would run every micro-batch)
     learn,__setattr__,scope,releases = Attached(),object.__setattr__,None,Releases()
     def own_event(self)->bool:
         "Whether this `before_fit` (or `after_fit`) is the fit's, or a context's (not a validation inside the fit)"
@@ -254,7 +206,7 @@ class ScopedCallback:
     def join_scope(self):
         "Release what an interrupted fit left; take a part of the open scope (outside a fit, a context's opened now)"
         self._release()
-        self.scope = FitScope.find(self.learn)
+        self.scope = FitScope.of(self.learn) or FitScope(self.learn, fit=False)
         self.releases = self.scope.releases.part(self)
     def joined(self): "Its part taken (`releases`): install what the fit needs"
     def before_fit(self):
@@ -262,9 +214,8 @@ class ScopedCallback:
         if self.own_event(): self.join_scope(); self.joined()
     def after_fit(self):
         "Release its part (not after a validation, `summary` or `tta` inside the fit); a context's scope ends here"
-        scope = self.scope
         if not self.own_event(): return
-        self._release()
+        scope = self.scope; self._release()
         if scope is not None and not scope.fit: scope.close()
     def _release(self): self.releases.close()
     def __getstate__(self)->dict: return dict(super().__getstate__(), scope=None)   # (pickled: the scope not kept)

@@ -11,7 +11,6 @@ from inspect import Parameter
 from typing import ForwardRef, Union, get_args, get_origin
 from unittest.mock import patch
 import fastcore.docments
-from fastcore.docments import docments
 from nbdev.showdoc import BasicMarkdownRenderer
 
 # %% auto #0
@@ -42,7 +41,7 @@ class ParamTableRenderer(BasicMarkdownRenderer):
         cls = self.sym if inspect.isclass(self.sym) and self.sym.__init__ is object.__init__ else None
         real = fastcore.docments.is_dataclass
         with patch.object(fastcore.docments, 'is_dataclass', lambda o: o is cls or real(o)):
-            params = docments(self.sym, full=True, eval_str=True)
+            params = fastcore.docments.docments(self.sym, full=True, eval_str=True)
         returns = params.pop('return', None)
         return {k:v for k,v in params.items() if k not in ('self', 'cls')},returns
 

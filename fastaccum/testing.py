@@ -6,15 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/internals/testing.html.md"""
 
 # %% ../nbs/internals/testing.ipynb #af26f0bc
 from __future__ import annotations
-from copy import deepcopy
-from functools import partial
-import torch, torch.nn.functional as F
-from torch import nn
-from fastai.data.core import DataLoader, DataLoaders
-from fastai.learner import Learner
-from fastai.optimizer import SGD
-from fastai.callback.core import Callback
-from fastcore.test import test_close
+from fastai.basics import *   # (torch, nn, F, partial, deepcopy, fastai's loaders, Learner, SGD, test_close)
 
 # %% auto #0
 __all__ = ['synth_data', 'tiny_mlp', 'reference_windows', 'reference_fit_windows', 'reference_fit', 'test_close_each', 'rel_diff',
@@ -34,23 +26,21 @@ def tiny_mlp(n_in:int=5, n_out:int=3, hidden:int=8, seed:int=1)->nn.Module:
     return nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_out))
 
 # %% ../nbs/internals/testing.ipynb #97c05f24
-def reference_windows(n:int, bs:int,
+def reference_windows(n:int, bs:int, # One unshuffled epoch of `n` samples, in micro-batches of `bs`
     accum_bs, # Samples per optimizer step, or `accum_bs(i)`: the target of a window starting at micro-batch `i`
     drop_last:bool=False, # Drop the epoch's last, partial window
 )->list:
-    "`(start, end)` sample ranges of the windows of one unshuffled epoch of `n` samples, in micro-batches of `bs`"
+    "The `(start, end)` sample ranges of the epoch's windows"
     target = accum_bs if callable(accum_bs) else (lambda i: accum_bs)
-    windows,start,goal = [],0,target(0)
-    for i,end in enumerate(min(b+bs, n) for b in range(0, n, bs)):   # (the last micro-batch holds the rest)
-        if end - start >= goal: windows,start,goal = windows + [(start, end)],end,target(i+1)
+    windows,start = [],0
+    for end in [*range(bs, n, bs), n]:   # (each micro-batch's end: the last one holds the rest)
+        if end - start >= target(start//bs): windows,start = windows + [(start, end)],end
     return windows + ([(start, n)] if start < n and not drop_last else [])
 
 # %% ../nbs/internals/testing.ipynb #c2d2bf8f
-def reference_fit_windows(
-    model:nn.Module, x:torch.Tensor, y:torch.Tensor, # Trained in place; all training samples
+def reference_fit_windows(model:nn.Module, x:Tensor, y:Tensor, # Trained in place; all training samples
     windows:list, # One list of sample indices per optimizer step, in order
-    lr:float, mom:float=0.9, # SGD's learning rate and momentum
-    loss_func=F.cross_entropy, # Mean loss over a batch
+    lr:float, mom:float=0.9, loss_func=F.cross_entropy, # SGD's learning rate and momentum; a mean loss over a batch
     mis_weight:bool=False, # Weigh the first window as if it held one sample more (to show tests can see it)
 )->nn.Module:
     "Take one `torch.optim.SGD` step per window, on the mean loss of exactly the window's samples as one batch"
@@ -65,13 +55,9 @@ def reference_fit_windows(
     return model
 
 # %% ../nbs/internals/testing.ipynb #c3bfaba0
-def reference_fit(
-    model:nn.Module, x:torch.Tensor, y:torch.Tensor, # Trained in place; all training samples, in loader order
-    bs:int, # Micro-batch size (sets where windows end)
-    accum_bs, # Samples per optimizer step, or `accum_bs(epoch, i)`: the target of a window starting at micro-batch `i`
-    epochs:int, lr:float, mom:float=0.9, # Epochs; SGD's learning rate and momentum
-    drop_last:bool=False, # Drop each epoch's last, partial window
-    loss_func=F.cross_entropy, mis_weight:bool=False, # As `reference_fit_windows`
+def reference_fit(model:nn.Module, x:Tensor, y:Tensor, # Trained in place; all training samples, in loader order
+    bs:int, accum_bs, epochs:int, # As `reference_windows` (with `accum_bs(epoch, i)`), each epoch's
+    lr:float, mom:float=0.9, drop_last:bool=False, loss_func=F.cross_entropy, mis_weight:bool=False, # As above
 )->nn.Module:
     "Train `model` with one large batch per window and `torch.optim.SGD`: the result accumulation must equal"
     windows = [list(range(start, end)) for epoch in range(epochs) for start,end in
@@ -91,11 +77,9 @@ def rel_diff(a:nn.Module, b:nn.Module)->float:
     return ((va-vb.to(va.device)).norm()/vb.norm()).item()   # (a reference may have trained on another device)
 
 # %% ../nbs/internals/testing.ipynb #2b9ec39e
-def synth_learner(x:torch.Tensor, y:torch.Tensor, # Training (and validation) samples
-                  bs:int, model:nn.Module, cbs=None, # Micro-batch size; a model, of which a copy is trained; callbacks
-                  lr:float=0.1, mom:float=0.9, loss_func=F.cross_entropy, **kwargs, # As `reference_fit`; `Learner`'s
-                 )->Learner:
-    "A `Learner` over unshuffled `DataLoader`s of `(x, y)` with fastai's `SGD`, as `reference_fit` trains"
+def synth_learner(x:Tensor, y:Tensor, bs:int, model:nn.Module, cbs=None, lr:float=0.1, mom:float=0.9,
+                  loss_func=F.cross_entropy, **kwargs)->Learner:
+    "A `Learner` of a copy of `model` on unshuffled batches of `bs` of `(x, y)`, with `SGD` (as `reference_fit`)"
     ds = list(zip(x, y))
     dls = DataLoaders(DataLoader(ds, bs=bs, shuffle=False, drop_last=False), DataLoader(ds, bs=bs))
     return Learner(dls, deepcopy(model), loss_func=loss_func, opt_func=partial(SGD, mom=mom), lr=lr, cbs=cbs, **kwargs)
@@ -103,8 +87,7 @@ def synth_learner(x:torch.Tensor, y:torch.Tensor, # Training (and validation) sa
 # %% ../nbs/internals/testing.ipynb #2e61f091
 class StepLog(Callback):
     "Record `(epoch, iter)` of every optimizer step and every micro-batch that ran forward"
-    order = 90
+    order,run_valid = 90,False   # (a validation's batches not recorded)
     def before_fit(self): self.steps,self.forwards = [],[]
-    def after_pred(self):
-        if self.training: self.forwards.append((self.epoch, self.iter))
+    def after_pred(self): self.forwards.append((self.epoch, self.iter))
     def after_step(self): self.steps.append((self.epoch, self.iter))
