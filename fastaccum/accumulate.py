@@ -329,33 +329,43 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
     def before_batch(self):
         "Plan the micro-batch: accumulate it, step after it, or skip it unrun"
         if self.plan is None: self._start_fit()   # added in the middle of an epoch
-        learn,window,plan = self.learn,self.window,self.plan
+        learn,window,plan,policy = self.learn,self.window,self.plan,self.policy
         if self.loggers.quiet: self.loggers.show()
         if self.hypers is not None: self.hypers.restore()
         n = self.count_samples()
         items,amount = (n,n) if self.counter is None else self.counter.count(learn, n, window)
         last,offset,share = _WHOLE if self.runner is None else self.runner.piece   # (inline: every micro-batch)
-        if not window.held: self._start_window(offset)
+        if not window.held:   # a window starts: its size from the policy (at the fraction of training done, if it asks)
+            window.start = (learn.epoch, learn.iter, offset, learn.pct_train)
+            position = None if isinstance(policy, FixedBatchSize) else self.window_position()
+            self.in_use = size = policy.size(position, plan)
+            window.open(size if plan.by_items else size//plan.world_size, window.start)
+            if self.hypers is not None: self.places.at = self.places.place(window.start, size)   # (read at its step)
+            if self.listeners.window_started: self.listeners.tell('window_started', size)
         left = plan.left(learn.iter, offset) if plan.drop_last and not window.held else None   # (can it fill?)
         step = window.plan(amount, learn.iter == learn.n_iter-1 and last, left)
         self.mb = None if step == SKIP else MicroBatch(n, items, amount, step, share)
         if step == SKIP: raise CancelBatchException()
         if self.sync.active: self.sync.hold(step == ACCUM)
 
-    def _start_window(self, offset:int):
-        "A window starts: its size from the policy (at the fraction of training done, if it asks); listeners are told"
-        learn,plan,policy,window = self.learn,self.plan,self.policy,self.window
-        window.start = (learn.epoch, learn.iter, offset, learn.pct_train)
-        self.in_use = size = policy.size(None if isinstance(policy, FixedBatchSize) else self.window_position(), plan)
-        window.open(size if plan.by_items else size//plan.world_size, window.start)
-        if self.hypers is not None: self.places.at = self.places.place(window.start, size)   # (read at its step)
-        if self.listeners.window_started: self.listeners.tell('window_started', size)
-
     def before_backward(self):
-        "Weigh the loss as it goes into the backward (`MicroBatch.weigh_loss`); the listeners that want it are told"
-        mb,window = self.mb,self.window
+        "Weigh the loss where it is final (a hook on its node); at the window's last micro-batch, rescale it first"
+        mb,window,learn = self.mb,self.window,self.learn
         if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
-        mb.weigh_loss(self.learn, window, self.sync, self.counter, self.plan.world_size)
+        if mb.plan == STEP and not window.held and self.plan.world_size == 1 and self.counter is None:
+            window.close(mb.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
+            mb.weight = 1.
+        else:
+            if mb.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
+                total = window.items + mb.items
+                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
+                self.sync.close(window, total, learn.opt, learn.loss_grad.device)
+            mb.weight = window.weight(mb.items)
+            if self.counter is not None and window.reduction == 'mean': self.counter.guard(learn, mb.items)
+        # the hook weighs the gradient and tells that the backward ran: a window's only micro-batch at weight 1 needs
+        # neither (known to have run at `before_step`, or, cancelled, by its gradient); `grad_fn` read only if needed
+        mb.phase,mb.hooked = WEIGHED,isinstance(mb.weight, torch.Tensor) or mb.weight != 1 or bool(window.held)
+        if mb.hooked and (grad_fn := learn.loss_grad.grad_fn) is not None: grad_fn.register_prehook(mb.weigh)
         if self.listeners.micro_batch_weighed: self.listeners.tell('micro_batch_weighed', Weighed(mb.items, mb.weight,
             bool(window.held), window.total if mb.plan == STEP else None, window.reduction, self.plan.world_size,
             self.in_use))
@@ -377,7 +387,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         mb = self.mb
         if mb is not None and mb.phase == STEPPING and self.scope.n_steps != mb.steps: mb.phase = STEPPED
         return mb
-    def after_step(self): self._stepped()
+    after_step = _stepped
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (an fp16 overflow, a guard): the window ends with it"
         mb = self.mb   # (its backward ran: a step skipped; else a guard cancelled it before this callback saw it)
@@ -401,16 +411,20 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (zeroed)
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
-        if kept: window.add(mb.n, mb.items, self.loggers.loss(alone=stepped and not window.held), mb.amount)
+        alone = stepped and not window.held   # (a window's only micro-batch: its loss is the window's, as logged)
+        if kept: window.add(mb.n, mb.items, self.learn.loss.detach() if self.loggers.per_step and not alone else None,
+                            mb.amount)
         if self.listeners.micro_batch_done: self.listeners.tell('micro_batch_done', kept)
         if stepped: self._close_window(mb)
         else: self.loggers.after_micro_batch(mb.share, kept=kept)
 
     def _close_window(self, mb):
         "After the step (or its skipping): place the next step, the loggers log it, the listeners are told; empty it"
-        window = self.window
+        window,loggers = self.window,self.loggers
         if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
-        self.loggers.stepped(window, mb.n, mb.share, self.scope.n_steps)   # (in a fit: the scope's count)
+        if loggers.per_step and window.samples > mb.n: self.learn.loss = window.mean_loss()   # (the window's, logged)
+        if mb.share != 1: loggers.after_micro_batch(mb.share, steps=True)   # (a whole loader batch: nothing to do)
+        if loggers.counters: loggers.count_steps(self.scope.n_steps)   # (in a fit: the scope's count)
         if self.listeners.window_closed: self.listeners.tell('window_closed', window)
         window.reset()
 
@@ -426,6 +440,10 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         self.mb = None
         if quiet: self.loggers.after_micro_batch(self._piece()[2])
         else: self.loggers.show()
+    def _off(self):
+        "`run` off for the rest of the fit (fastai's switch): BatchNorm layers update as PyTorch's, at every batch"
+        for part in self.listeners.parts:
+            if isinstance(part, WindowBatchNorm) and part.layers: part.remove()
     def _piece(self)->tuple: return _WHOLE if self.runner is None else self.runner.piece   # (last?, offset, share)
 
 # %% ../nbs/10_accumulate.ipynb #da42d67a
@@ -551,25 +569,6 @@ class MicroBatch:
     def ran(self)->bool:
         "Whether its backward ran: its gradient is in the parameters' `.grad`"
         return self.phase in _RAN
-
-    def weigh_loss(self, learn, window:AccumWindow, sync:WindowSync, counter:ItemCounter|None, world_size:int):
-        "Weigh the loss where it is final (a hook on its node); at the window's last micro-batch, rescale it first"
-        if self.plan == STEP and not window.held and world_size == 1 and counter is None:
-            window.close(self.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
-            weight = 1.
-        else:
-            if self.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
-                total = window.items + self.items
-                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
-                sync.close(window, total, learn.opt, learn.loss_grad.device)
-            weight = window.weight(self.items)
-            if counter is not None and window.reduction == 'mean': counter.guard(learn, self.items)
-        # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
-        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left)
-        self.weight,self.phase = weight,WEIGHED
-        self.hooked = isinstance(weight, torch.Tensor) or weight != 1 or bool(window.held)
-        # (`grad_fn` read only when needed: each read makes a Python object)
-        if self.hooked and (grad_fn := learn.loss_grad.grad_fn) is not None: grad_fn.register_prehook(self.weigh)
 
     def weigh(self, grads):
         "The hook on its loss's node: runs as its backward starts (so it ran), and weighs the gradient"
