@@ -11,7 +11,7 @@ from copy import copy
 from functools import partial
 from typing import Callable, NamedTuple
 import torch
-from fastcore.basics import store_attr, patch
+from fastcore.basics import store_attr
 from fastcore.meta import delegates
 from fastai.callback.core import *
 from fastai.callback.fp16 import MixedPrecision
@@ -62,10 +62,9 @@ class AccumSettings:
     @classmethod
     def given(cls, owner:type, *args, **kwargs)->AccumSettings:
         "The settings of a callback `owner` made with `args` and `kwargs`: an argument it does not take is refused"
-        names = list(inspect.signature(cls).parameters)
-        unknown = [k for k in kwargs if k not in names]
+        unknown = [k for k in kwargs if k not in _ARGUMENTS]
         if unknown: raise TypeError(f'{owner.__name__} got an unexpected keyword argument {unknown[0]!r}. '
-                                    'It takes: ' + ', '.join(names) + '.')
+                                    'It takes: ' + ', '.join(_ARGUMENTS) + '.')
         return cls(*args, **kwargs)
     def _check(self):
         "Each argument checked where it is given, with a message that names it and the fix"
@@ -112,8 +111,7 @@ class AccumSettings:
     )->FitParts:
         "The fit's parts, made from its plan (a first batch size refused leaves nothing installed)"
         window = AccumWindow(1, self.drop_last, plan.by_items, plan.reduction)
-        # with `count_items`, B_simple is in items: windows of samples take it over the items a sample holds
-        in_items = self.count_items is not None and not setting.items
+        in_items = self.count_items is not None and not setting.items   # (B_simple in items, windows in samples)
         policy = setting.policy(learn, plan, (lambda: window.items_per_sample) if in_items else None,
                                 find_cb(learn, SizeAdvisor))
         size = getattr(policy, 'base', policy).size(0., plan)   # (the noise scale suggests from the first window on)
@@ -137,8 +135,7 @@ class AccumSettings:
         "Check the Learner (one accumulation callback, DDP's context); give `lr_find` enough epochs; fix W&B's config"
         check_one_accumulator(learn)
         check_distrib_ctx(learn)
-        # fastai's `add_cb` sets a callback on the Learner: read there (`getattr`'s miss goes through the model, slowly)
-        lr_finder,wandb = vars(learn).get('lr_finder'),vars(learn).get('wandb')
+        lr_finder,wandb = vars(learn).get('lr_finder'),vars(learn).get('wandb')   # (set there by fastai's `add_cb`)
         if lr_finder is not None:
             plan = self.read_plan(learn, found_bs)
             prepare_lr_finder(learn, lr_finder, plan.windows_per_epoch(setting.lr_find_size(plan)))
@@ -149,6 +146,8 @@ class AccumSettings:
         if mbs is None: return
         size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
         BatchRunner(learn, auto=mbs == 'auto', infer_size=size, count=count).install(releases)
+
+_ARGUMENTS = list(inspect.signature(AccumSettings).parameters)   # (what the callback takes)
 
 # %% ../nbs/10_accumulate.ipynb #4be6fdf3
 class FitParts(NamedTuple):
@@ -366,8 +365,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
     after_step = _stepped
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (an fp16 overflow, a guard): the window ends with it"
-        mb = self.mb   # (its backward ran: a step skipped; else a guard cancelled it before this callback saw it)
-        if mb is not None: mb.phase = STEP_CANCELLED if mb.ran else ZEROED
+        if self.mb is not None: self.mb.phase = STEP_CANCELLED if self.mb.ran else ZEROED   # (not ran: a guard's)
     def after_cancel_batch(self):
         "Cancelled after its step, fastai skips `zero_grad`; cancelled after an unhooked backward, its gradient tells"
         mb = self._stepped()
@@ -411,6 +409,48 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         self.mb = None
         if quiet: self.loggers.after_micro_batch(self._piece()[2])
         else: self.loggers.show()
+    def _start_fit(self):
+        "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
+        learn,pending = self.learn,self._pending
+        if self.scope is None: self.join_scope()   # (added in the middle of a fit: its installs go on the fit's scope)
+        plan = self.settings.read_plan(learn, self.found_bs, pending)
+        redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory)
+        self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,
+                                                 self.count_samples)
+        self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,self.places,self.policy,size,_ = parts
+        self.plan,self.in_use,self.listeners = plan,size,Listeners(parts.listening)
+        self.scope.count_steps()   # (the optimizer's steps, counted by the fit's scope: a micro-batch knows it stepped)
+        self.scope.ending(self._release)   # (a fit an exception ended: released as the scope closes, before its undos)
+        if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
+        self.loggers.count_steps(self.n_steps)
+    def _release(self):
+        "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
+        learn,mb = self.learn,self.mb
+        during_batch = mb is not None and mb.phase in _BEFORE_STEP and learn.training and fit_running(learn)
+        if self.plan is not None: self.after_train()   # (a fit refused as it started has nothing to drop)
+        ended = self.__getstate__()   # (as pickled: the fit's steps and the split size found kept, none of its parts)
+        self.releases.close()
+        if during_batch: self.scope.skip_step(learn.xb)   # (removed by a callback: fastai's step would step on nothing)
+        self.__dict__.update(ended)
+    def state_dict(self)->dict:
+        "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
+        plan = self.plan
+        if plan is None and self._pending is not None: return dict(self._pending)
+        return dict((self.parts or _NO_PARTS).state(plan is not None and self.learn.training), n_steps=self.n_steps,
+                    setting=self.fixed.setting, in_use=self.in_use, found_bs=self.micro_bs,
+                    split=getattr(plan, 'split', None), in_fit=plan is not None)   # (in a fit: to continue it)
+    def load_state_dict(self, state:dict):
+        "A state taken in a fit: held until training starts (at once, if it has) to continue it; after one: at once"
+        self.fixed.setting,self.n_steps,self.in_use = state['setting'],state['n_steps'],state['in_use']
+        in_fit = state.get('in_fit', True)   # (else the state a finished fit left: the callback is as after that fit)
+        self._pending = dict(state) if in_fit else None   # (the runner's split size too, when training starts)
+        if not in_fit: self.found_bs = state['found_bs']
+        elif self.plan is not None and fit_running(self.learn): self._take_up(self._pending)   # (not a fit that failed)
+    def _take_up(self, state:dict):
+        "Continue the fit `state` was taken in: its steps, and its parts as they were"
+        self.n_steps,self._pending = state['n_steps'],None
+        self.parts.take_up(state)
+        self.loggers.count_steps(self.n_steps)
     def _off(self):
         "`run` off for the rest of the fit (fastai's switch): BatchNorm layers update as PyTorch's, at every batch"
         for part in self.listeners.parts:
@@ -418,17 +458,13 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
     def _piece(self)->tuple: return _WHOLE if self.runner is None else self.runner.piece   # (last?, offset, share)
 
 # %% ../nbs/10_accumulate.ipynb #da42d67a
-_ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
-
 class _Argument:
     "An argument read and set on the callback, as fastai's callbacks keep theirs: it lives in `settings` (checked)"
     def __init__(self, name:str): self.name = name
     def __get__(self, cb, owner=None): return self if cb is None else getattr(cb.settings, self.name)
     def __set__(self, cb, value):
-        settings = copy(cb.settings)
-        setattr(settings, self.name, value)
-        settings._check()   # (a bad value is refused, naming it; the callback keeps the settings it had)
-        cb.settings = settings   # (a fit reads them as its training starts: the next fit takes it)
+        # checked as they are made (a bad value is refused, naming it, and leaves the settings); the next fit takes it
+        cb.settings = type(cb.settings)(**dict(vars(cb.settings), **{self.name: value}))
         if cb.plan is None or not fit_running(cb.learn): _derive_size(cb)   # (or a fit an interruption ended)
         else: cb.releases.callback(_derive_size, cb)
 
@@ -461,62 +497,6 @@ def check_one_accumulator(learn):
         raise ValueError(f'The Learner has {len(found)} accumulation callbacks ({names}): each would weigh and step '
                          'the same micro-batches. Keep one, and remove the others with learn.remove_cb(...).')
 
-# %% ../nbs/10_accumulate.ipynb #27f61d95
-@patch
-def _start_fit(self:GradientAccumulation):
-    "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
-    learn,pending = self.learn,self._pending
-    if self.scope is None: self.join_scope()   # (added in the middle of a fit: its installs go on the fit's scope)
-    plan = self.settings.read_plan(learn, self.found_bs, pending)
-    redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory: the loggers run)
-    self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,
-                                             self.count_samples)
-    self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,self.places,self.policy,size,_ = parts
-    self.plan,self.in_use,self.listeners = plan,size,Listeners(parts.listening)
-    self.scope.count_steps()   # (the optimizer's steps, counted by the fit's scope: a micro-batch knows it stepped)
-    self.scope.ending(self._release)   # (a fit an exception ended: released as the scope closes, before its undos)
-    if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
-    self.loggers.count_steps(self.n_steps)
-
-# %% ../nbs/10_accumulate.ipynb #ee5b5000
-@patch
-def _release(self:GradientAccumulation):
-    "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
-    learn,mb = self.learn,self.mb
-    during_batch = mb is not None and mb.phase in _BEFORE_STEP and learn.training and fit_running(learn)
-    if self.plan is not None: self.after_train()   # (a fit refused as it started has nothing to drop)
-    ended = self.__getstate__()   # (as pickled: the fit's steps and the split size found kept, none of its parts)
-    self.releases.close()
-    if during_batch: self.scope.skip_step(learn.xb)   # (removed by a callback: fastai's step would step on nothing)
-    self.__dict__.update(ended)
-
-# %% ../nbs/10_accumulate.ipynb #6e5354ad
-@patch
-def state_dict(self:GradientAccumulation)->dict:
-    "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
-    plan = self.plan
-    if plan is None and self._pending is not None: return dict(self._pending)
-    return dict((self.parts or _NO_PARTS).state(plan is not None and self.learn.training), setting=self.fixed.setting,
-                n_steps=self.n_steps, in_use=self.in_use, found_bs=self.micro_bs,
-                split=None if plan is None else plan.split,   # (the split this fit's plan was read with)
-                in_fit=plan is not None)   # (taken inside a fit, to continue it; else the state after a fit)
-
-@patch
-def load_state_dict(self:GradientAccumulation, state:dict):
-    "A state taken in a fit: held until training starts (at once, if it has), to continue it; taken after one: at once"
-    self.fixed.setting,self.n_steps,self.in_use = state['setting'],state['n_steps'],state['in_use']
-    in_fit = state.get('in_fit', True)   # (else the state a finished fit left: the callback is as after that fit)
-    self._pending = dict(state) if in_fit else None   # (the runner's split size too, when training starts)
-    if not in_fit: self.found_bs = state['found_bs']
-    elif self.plan is not None and fit_running(self.learn): self._take_up(self._pending)   # (not a fit an error ended)
-
-@patch
-def _take_up(self:GradientAccumulation, state:dict):
-    "Continue the fit `state` was taken in: its steps, and its parts as they were"
-    self.n_steps,self._pending = state['n_steps'],None
-    self.parts.take_up(state)
-    self.loggers.count_steps(self.n_steps)
-
 # %% ../nbs/10_accumulate.ipynb #2277edeb
 class MicroBatch:
     "What happened to the current micro-batch: made whole in `before_batch`, one `phase` the events move on"
@@ -536,8 +516,7 @@ class MicroBatch:
         return self.phase in _RAN
     def weigh(self, grads):
         "The hook on its loss's node: runs as its backward starts (so it ran), and weighs the gradient"
-        self.phase = RAN
-        weight = self.weight
+        self.phase,weight = RAN,self.weight
         return None if not isinstance(weight, torch.Tensor) and weight == 1 else (grads[0]*weight,)
 
 # %% ../nbs/10_accumulate.ipynb #3d65ec3a
@@ -624,8 +603,7 @@ class StepPlaces:
     def _done(self, start:tuple): return self.plan.done(start[1], start[2])   # (samples of the epoch done)
     def fraction(self, start:tuple)->float:
         "The fraction of training samples done at `start` (epoch, iter, offset, `pct_train`: the fallback)"
-        position = self.plan.fraction(start[0], self._done(start))
-        return start[3] if position is None else position
+        return start[3] if (position := self.plan.fraction(start[0], self._done(start))) is None else position
     def place(self, start:tuple, size:int)->float:
         "The place of the step of the window at `start`: `FitPlan.step_position`, or after the last, `next_position`"
         plan = self.plan
