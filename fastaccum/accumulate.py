@@ -131,8 +131,12 @@ class AccumSettings:
         listening = [loggers, *norms, *([] if runner is None else [runner])]
         listening += [cb for cb in learn.cbs if isinstance(cb, WindowListener)]
         return FitParts(window, sync, loggers, hypers, counter, runner, StepPlaces(plan), policy, size, listening)
-    def prepare(self, learn, setting:SizeSetting, found_bs:int|None):
-        "Check the Learner (one accumulation callback, DDP's context); give `lr_find` enough epochs; fix W&B's config"
+    def prepare(self, learn, setting:SizeSetting, found_bs:int|None, releases:Releases, count:Callable|None=None):
+        "Inference in pieces too, with `micro_batch_size`; for a fit, check the Learner, give `lr_find` its epochs"
+        if (mbs := self.micro_batch_size) is not None:   # `validate`, `get_preds`, `predict` ('auto': the size found)
+            size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size
+            BatchRunner(learn, auto=mbs == 'auto', infer_size=size, count=count).install(releases)
+        if learn.lock.locked(): return   # (a validation: not a fit)
         check_one_accumulator(learn)
         check_distrib_ctx(learn)
         lr_finder,wandb = vars(learn).get('lr_finder'),vars(learn).get('wandb')   # (set there by fastai's `add_cb`)
@@ -140,12 +144,6 @@ class AccumSettings:
             plan = self.read_plan(learn, found_bs)
             prepare_lr_finder(learn, lr_finder, plan.windows_per_epoch(setting.lr_find_size(plan)))
         if wandb is not None: fix_wandb_config(wandb)
-    def install_inference(self, learn, found_bs:int|None, releases:Releases, count:Callable|None=None):
-        "Outside a fit, with `micro_batch_size`: `validate`, `get_preds` and `predict` run the model in pieces too"
-        mbs = self.micro_batch_size
-        if mbs is None: return
-        size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
-        BatchRunner(learn, auto=mbs == 'auto', infer_size=size, count=count).install(releases)
 
 _ARGUMENTS = list(inspect.signature(AccumSettings).parameters)   # (what the callback takes)
 
@@ -239,8 +237,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         **kwargs,
     ):
         self.settings = settings = AccumSettings.given(type(self), accum_bs, **kwargs)   # (checked, each named)
-        mbs = settings.micro_batch_size
-        self.fixed,self.found_bs = settings.fixed_size(),(mbs if isinstance(mbs, int) else None)
+        self.fixed,self.found_bs = settings.fixed_size(),m if isinstance(m := settings.micro_batch_size, int) else None
         self.__dict__.update(_no_fit(), learn=None, _n_steps=0, in_use=None, _pending=None)
     def __copy__(self):
         "A copy as it was made, with settings of its own (set on one, an argument leaves the other as it was)"
@@ -285,8 +282,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
     def own_event(self)->bool: return self.plan is None or not inside_fit(self.learn)   # (a validation in the fit: not)
     def joined(self):
         "Check the Learner, and prepare its callbacks for a fit in windows"
-        self.settings.install_inference(self.learn, self.found_bs, self.releases, self.count_samples)
-        if not self.learn.lock.locked(): self.settings.prepare(self.learn, self.fixed, self.found_bs)   # (not validate)
+        self.settings.prepare(self.learn, self.fixed, self.found_bs, self.releases, self.count_samples)
     def before_train(self):
         "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
         if self.plan is None: self._start_fit()
@@ -606,9 +602,8 @@ class StepPlaces:
         return start[3] if (position := self.plan.fraction(start[0], self._done(start))) is None else position
     def place(self, start:tuple, size:int)->float:
         "The place of the step of the window at `start`: `FitPlan.step_position`, or after the last, `next_position`"
-        plan = self.plan
-        if self.last is not None: at = plan.next_position(*self.last)
-        else: at = plan.step_position(start[0], self._done(start), size)
+        if self.last is not None: at = self.plan.next_position(*self.last)
+        else: at = self.plan.step_position(start[0], self._done(start), size)
         return start[3] if at is None else at
     def stepped(self, start:tuple, size:int):
         "The window of `size` at `start` stepped at `at`: the next step of the epoch is placed from it"
