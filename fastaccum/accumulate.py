@@ -165,17 +165,16 @@ class FitParts(NamedTuple):
     )->dict:
         "What of the parts a continued fit needs: what the runner told, the items per sample, the lr's reference"
         counter,hypers = self.counter,self.hypers
-        return dict(told=getattr(self.runner, 'told', None),
+        return dict(told=getattr(self.runner, 'told', None), lr_reference=getattr(hypers, 'reference', None),
                     items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
-                    lr_reference=getattr(hypers, 'reference', None), unscaled_lrs=getattr(hypers, 'unscaled', None),
-                    last_step=self.places.last if training else None)
+                    unscaled_lrs=getattr(hypers, 'unscaled', None), last_step=self.places.last if training else None)
     def take_up(self,
         state:dict, # What `state` gave (with the split size found, `found_bs`)
     ):
         "The parts of a continued fit as they were where `state` was taken"
-        runner,counter,hypers = self.runner,self.counter,self.hypers
+        counter,hypers = self.counter,self.hypers
         self.places.last = state.get('last_step')
-        if runner is not None and state['found_bs']: runner.resume(state['found_bs'], state['told'])
+        if self.runner is not None and state['found_bs']: self.runner.resume(state['found_bs'], state['told'])
         if counter is not None and state['items_per_sample'] is not None:
             self.window.items_per_sample,counter.estimate = state['items_per_sample'],False
         if hypers is not None and state['lr_reference'] is not None:
@@ -560,22 +559,16 @@ class ItemCounter:
         self.estimate,self.nonzero,self.hooked = True,None,False
     def count(self, learn, n:int, window)->tuple:
         "The micro-batch's items, and what it adds to the window: its samples, or (windows of items) its items"
-        items = self._items(learn, n, window)
-        if not self.plan.by_items: return items,n
-        amount = check_count('count_items', items, _COUNT_ITEMS_FIX)   # (windows of items: read here)
-        return items,(self.sync.sum(amount, find_device(learn.xb)) if self.plan.world_size > 1 else amount)
-    def _items(self, learn, n:int, window):
-        "The items; the fit's first count sets the items per sample (the gradient's scale while it accumulates)"
-        items = self.count_items(learn)
+        items,by_items = self.count_items(learn),self.plan.by_items
         on_device = isinstance(items, torch.Tensor) and items.numel() == 1 and _stays_on_device(items)
-        if on_device and not self.estimate: return items
-        items = check_count('count_items', items, _COUNT_ITEMS_FIX)
-        if self.estimate:   # once per fit, alike in every process
+        if self.estimate or by_items or not on_device: items = check_count('count_items', items, _COUNT_ITEMS_FIX)
+        if self.estimate:   # the fit's first count: the items per sample (the gradient's scale while it accumulates)
             per_sample = max(items, 1)/n
-            world = self.plan.world_size
+            world = self.plan.world_size   # (alike in every process)
             if world > 1: per_sample = self.sync.sum(per_sample, find_device(learn.xb))/world
             window.items_per_sample,self.estimate = per_sample,False
-        return items
+        if not by_items: return items,n
+        return items,(self.sync.sum(items, find_device(learn.xb)) if self.plan.world_size > 1 else items)
     def guard(self, learn, items):
         "A micro-batch without items: a zero loss (a count read here), or hooks drop its gradient (a count on a device)"
         if not isinstance(items, torch.Tensor):
