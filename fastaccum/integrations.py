@@ -41,7 +41,6 @@ class StepLoggers(WindowListener):
                          if not names.isdisjoint(STEP_COUNTERS) and (per_step or 'LRFinder' in names)]
         self.per_step,self.quiet,self.learn,self.window_start = per_step,False,learn,None
         self.wandb = vars(learn).get('wandb')   # fastai's `WandbCallback`: its epoch axis and timer need telling
-
     def wants(self, event:str)->bool: return self.wandb is not None   # (the window's events time W&B's samples/sec)
     def silence(self):
         "Skip the loggers' training events until `show`: the current micro-batch does not step"
@@ -54,16 +53,10 @@ class StepLoggers(WindowListener):
     def count_steps(self, n:int):
         "Show `n` steps taken to the callbacks that count batches with `train_iter` (`LRFinder`, `ShowGraphCallback`)"
         for cb in self.counters: cb.__dict__['train_iter'] = n   # (shadows fastai's delegation to the Learner)
-    def accumulate_metrics(self):
-        "A micro-batch the Recorder does not see (silenced): its train metrics (not its loss) are accumulated here"
-        recorder = getattr(self.learn, 'recorder', None)
-        if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
-            for metric in recorder.metrics: metric.accumulate(self.learn)
     def release(self):
         "Leave the callbacks as they were: running, and reading the Learner's `train_iter`"
         self.show()
         for cb in self.counters: cb.__dict__.pop('train_iter', None)
-
     def window_started(self, size:int):
         "A window starts: W&B's samples/sec is timed from here"
         if self.wandb is not None: self.window_start = time.perf_counter()
@@ -75,7 +68,10 @@ class StepLoggers(WindowListener):
     def after_micro_batch(self, share:float=1., steps:bool=False, kept:bool=False):
         "After a micro-batch (`share` of a loader batch): silenced unless it `steps` (its metrics kept, if `kept`)"
         logged = steps or not self.per_step
-        if kept and not logged: self.accumulate_metrics()
+        if kept and not logged:   # the Recorder does not see it (silenced): its train metrics (not its loss) kept here
+            recorder = getattr(self.learn, 'recorder', None)
+            if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
+                for metric in recorder.metrics: metric.accumulate(self.learn)
         if not logged: self.silence()
         if self.wandb is not None and (share != 1 or not logged):   # (W&B adds a whole batch at each row it logs)
             self.wandb._wandb_epoch = private(self.wandb, '_wandb_epoch') + (share - logged)/self.learn.n_iter
