@@ -377,9 +377,8 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (zeroed)
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
-        alone = stepped and not window.held   # (a window's only micro-batch: its loss is the window's, as logged)
-        if kept: window.add(mb.n, mb.items, self.learn.loss.detach() if self.loggers.per_step and not alone else None,
-                            mb.amount)
+        if kept: window.add(mb.n, mb.items, None if stepped and not window.held or not self.loggers.per_step else
+                            self.learn.loss.detach(), mb.amount)   # (alone in its window: its loss is the window's)
         if self.listeners.micro_batch_done: self.listeners.tell('micro_batch_done', kept)
         if stepped: self._close_window(mb)
         else: self.loggers.after_micro_batch(mb.share, kept=kept)
@@ -396,11 +395,10 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         "The window will not step: no gradient of it stays, nothing of it is counted; the listeners are told, if open"
         mb,window = self.mb,self.window   # (`quiet`: in a micro-batch the loggers do not see; else they run again)
         unfinished = mb is not None and mb.phase != DONE   # (a finished micro-batch was told of already)
-        dropping = bool(window.held) or unfinished   # (at an epoch's end, after its last step: nothing to drop)
         if window.held or (unfinished and (mb.ran or mb.phase == WEIGHED)): self.sync.zero_grad(self.learn)
-        window.reset()
         if unfinished: self.listeners.tell('micro_batch_done', False)
-        if dropping: self.listeners.tell('window_dropped')
+        if window.held or unfinished: self.listeners.tell('window_dropped')   # (after an epoch's last step: nothing)
+        window.reset()
         self.mb = None
         if quiet: self.loggers.after_micro_batch(self._piece()[2])
         else: self.loggers.show()
