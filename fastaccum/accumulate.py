@@ -11,7 +11,7 @@ from copy import copy
 from functools import partial
 from typing import Callable, NamedTuple
 import torch
-from fastcore.basics import store_attr, patch
+from fastcore.basics import store_attr
 from fastcore.meta import delegates
 from fastai.callback.core import *
 from fastai.callback.fp16 import MixedPrecision
@@ -59,16 +59,13 @@ class AccumSettings:
     ):
         store_attr()
         self._check()
-
     @classmethod
     def given(cls, owner:type, *args, **kwargs)->AccumSettings:
         "The settings of a callback `owner` made with `args` and `kwargs`: an argument it does not take is refused"
-        names = list(inspect.signature(cls).parameters)
-        unknown = [k for k in kwargs if k not in names]
+        unknown = [k for k in kwargs if k not in _ARGUMENTS]
         if unknown: raise TypeError(f'{owner.__name__} got an unexpected keyword argument {unknown[0]!r}. '
-                                    'It takes: ' + ', '.join(names) + '.')
+                                    'It takes: ' + ', '.join(_ARGUMENTS) + '.')
         return cls(*args, **kwargs)
-
     def _check(self):
         "Each argument checked where it is given, with a message that names it and the fix"
         check_positive_int('n_acc', self.n_acc, 'Pass e.g. n_acc=64, or set accum_bs.')
@@ -91,12 +88,10 @@ class AccumSettings:
             raise ValueError(f'`accum_items` counts items, so it needs `count_items`. Pass e.g. {_COUNTER}.')
         if items is not None and self.accum_bs is not None:
             raise ValueError('Pass either `accum_bs` (samples per step) or `accum_items` (items per step), not both.')
-
     def fixed_size(self)->SizeSetting:
         "The batch size as set: `accum_items`, `accum_bs`, else `n_acc` (`None` with `micro_batch_size`: a loader's)"
         if self.accum_items is not None: return SizeSetting(self.accum_items, items=True)
         return SizeSetting(self.n_acc if self.accum_bs is None and self.micro_batch_size is None else self.accum_bs)
-
     def read_plan(self, learn, found_bs:int|None, pending:dict|None=None)->FitPlan:
         "The fit's plan with these settings' split (`split_size`), or the split of the fit a `pending` state continues"
         if self.micro_batch_size == 'auto' and loader_bs(learn.dls.train) is None: raise ValueError(
@@ -105,7 +100,6 @@ class AccumSettings:
                         self.whole_batch_loss)
         if pending is not None and 'split' in pending and 'lr_finder' not in vars(learn): split = pending['split']
         return read_plan(learn, split, self.accum_items is not None, self.drop_last)
-
     def build(self,
         learn, # The `Learner` about to train
         plan:FitPlan, # Its plan
@@ -117,8 +111,7 @@ class AccumSettings:
     )->FitParts:
         "The fit's parts, made from its plan (a first batch size refused leaves nothing installed)"
         window = AccumWindow(1, self.drop_last, plan.by_items, plan.reduction)
-        # with `count_items`, B_simple is in items: windows of samples take it over the items a sample holds
-        in_items = self.count_items is not None and not setting.items
+        in_items = self.count_items is not None and not setting.items   # (B_simple in items, windows in samples)
         policy = setting.policy(learn, plan, (lambda: window.items_per_sample) if in_items else None,
                                 find_cb(learn, SizeAdvisor))
         size = getattr(policy, 'base', policy).size(0., plan)   # (the noise scale suggests from the first window on)
@@ -138,24 +131,21 @@ class AccumSettings:
         listening = [loggers, *norms, *([] if runner is None else [runner])]
         listening += [cb for cb in learn.cbs if isinstance(cb, WindowListener)]
         return FitParts(window, sync, loggers, hypers, counter, runner, StepPlaces(plan), policy, size, listening)
-
-    def prepare(self, learn, setting:SizeSetting, found_bs:int|None):
-        "Check the Learner (one accumulation callback, DDP's context); give `lr_find` enough epochs; fix W&B's config"
+    def prepare(self, learn, setting:SizeSetting, found_bs:int|None, releases:Releases, count:Callable|None=None):
+        "Inference in pieces too, with `micro_batch_size`; for a fit, check the Learner, give `lr_find` its epochs"
+        if (mbs := self.micro_batch_size) is not None:   # `validate`, `get_preds`, `predict` ('auto': the size found)
+            size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size
+            BatchRunner(learn, auto=mbs == 'auto', infer_size=size, count=count).install(releases)
+        if learn.lock.locked(): return   # (a validation: not a fit)
         check_one_accumulator(learn)
         check_distrib_ctx(learn)
-        # fastai's `add_cb` sets a callback on the Learner: read there (`getattr`'s miss goes through the model, slowly)
-        lr_finder,wandb = vars(learn).get('lr_finder'),vars(learn).get('wandb')
+        lr_finder,wandb = vars(learn).get('lr_finder'),vars(learn).get('wandb')   # (set there by fastai's `add_cb`)
         if lr_finder is not None:
             plan = self.read_plan(learn, found_bs)
             prepare_lr_finder(learn, lr_finder, plan.windows_per_epoch(setting.lr_find_size(plan)))
         if wandb is not None: fix_wandb_config(wandb)
 
-    def install_inference(self, learn, found_bs:int|None, releases:Releases, count:Callable|None=None):
-        "Outside a fit, with `micro_batch_size`: `validate`, `get_preds` and `predict` run the model in pieces too"
-        mbs = self.micro_batch_size
-        if mbs is None: return
-        size = mbs if isinstance(mbs, int) else found_bs or self.max_micro_batch_size   # 'auto': what training found
-        BatchRunner(learn, auto=mbs == 'auto', infer_size=size, count=count).install(releases)
+_ARGUMENTS = list(inspect.signature(AccumSettings).parameters)   # (what the callback takes)
 
 # %% ../nbs/10_accumulate.ipynb #4be6fdf3
 class FitParts(NamedTuple):
@@ -166,28 +156,25 @@ class FitParts(NamedTuple):
     hypers:StepHypers|None # The step's hyper-parameters (`None`: no scheduler, no `lr_scale`)
     counter:ItemCounter|None # Items counted (`None`: without `count_items`)
     runner:BatchRunner|None # How a loader batch runs (`None`: whole, as fastai runs it)
-    places:StepPlaces|None # Where each step is in training
+    places:StepPlaces # Where each step is in training
     policy:object # Who decides each window's batch size: the setting, a schedule, the noise scale (`size(pos, plan)`)
     size:int|None # The first window's batch size
     listening:list # Those of them, BatchNorm's statistics and the Learner's `WindowListener`s: the window's listeners
-
     def state(self,
         training:bool, # Taken in training (then the epoch's next step follows the last one's place)
     )->dict:
         "What of the parts a continued fit needs: what the runner told, the items per sample, the lr's reference"
         counter,hypers = self.counter,self.hypers
-        return dict(told=getattr(self.runner, 'told', None),
+        return dict(told=getattr(self.runner, 'told', None), lr_reference=getattr(hypers, 'reference', None),
                     items_per_sample=None if counter is None or counter.estimate else self.window.items_per_sample,
-                    lr_reference=getattr(hypers, 'reference', None), unscaled_lrs=getattr(hypers, 'unscaled', None),
-                    last_step=self.places.last if training and self.places is not None else None)
-
+                    unscaled_lrs=getattr(hypers, 'unscaled', None), last_step=self.places.last if training else None)
     def take_up(self,
         state:dict, # What `state` gave (with the split size found, `found_bs`)
     ):
         "The parts of a continued fit as they were where `state` was taken"
-        runner,counter,hypers = self.runner,self.counter,self.hypers
+        counter,hypers = self.counter,self.hypers
         self.places.last = state.get('last_step')
-        if runner is not None and state['found_bs']: runner.resume(state['found_bs'], state['told'])
+        if self.runner is not None and state['found_bs']: self.runner.resume(state['found_bs'], state['told'])
         if counter is not None and state['items_per_sample'] is not None:
             self.window.items_per_sample,counter.estimate = state['items_per_sample'],False
         if hypers is not None and state['lr_reference'] is not None:
@@ -213,11 +200,9 @@ class SizeSetting(FixedBatchSize):
         suggested = advisor.suggested_bs
         suggestion = suggested if per_sample is None else (lambda: suggested()/per_sample())
         return AdaptiveBatchSize(self, suggestion, advisor.min_bs, advisor.max_bs)
-
     def lr_find_size(self, plan:FitPlan)->int:
         "The batch `lr_find` measures at: the setting (not given: a loader batch of every process)"
         return self.size(0., plan)
-
     def current(self,
         policy, # The fit's policy (`None` outside a fit)
         in_use:int|None, # The batch of the window in progress, or of the last one
@@ -226,11 +211,10 @@ class SizeSetting(FixedBatchSize):
         if self.setting is not None and policy in (None, self): return self.setting
         return in_use if in_use is not None else self.setting
 
-# %% ../nbs/10_accumulate.ipynb #ac3dba50
-PLANNED,WEIGHED,RAN,STEPPING,STEPPED,STEP_CANCELLED,BACKWARD_CANCELLED,DONE,ZEROED = range(9)   # a micro-batch's phases
-_RAN = frozenset((RAN, STEPPING, STEPPED, STEP_CANCELLED))   # the phases after its backward ran
-
 # %% ../nbs/10_accumulate.ipynb #5b27677a
+PLANNED,WEIGHED,RAN,STEPPING,STEPPED,STEP_CANCELLED,DONE,ZEROED = range(8)   # a micro-batch's phases
+_BEFORE_STEP = frozenset((PLANNED, WEIGHED, RAN, STEPPING))   # the phases before its step
+_RAN = frozenset((RAN, STEPPING, STEPPED, STEP_CANCELLED))   # the phases after its backward ran
 _COUNT_ITEMS_FIX = 'Return the number of items the loss averages over, e.g. (learn.yb[0] != -100).sum().'
 _WHOLE = (True, 0, 1.)   # a loader batch run whole: its last piece, from sample 0, all of it
 
@@ -246,17 +230,14 @@ def _has_gradient(model): return any(p.grad is not None and bool(p.grad.any()) f
 class GradientAccumulation(ScopedCallback, BatchCallback):
     "Step once per `accum_bs` samples, with exactly the gradient of that large batch, over the loader's micro-batches"
     order = MixedPrecision.order-4   # before MixedPrecision and GradientClip: they act on the window's gradient, once
-
     @delegates(AccumSettings)
     def __init__(self,
         accum_bs:int|None=None, # Samples per step, all processes; `None`: `n_acc` (with `micro_batch_size`: a batch)
         **kwargs,
     ):
         self.settings = settings = AccumSettings.given(type(self), accum_bs, **kwargs)   # (checked, each named)
-        mbs = settings.micro_batch_size
-        self.fixed,self.found_bs = settings.fixed_size(),(mbs if isinstance(mbs, int) else None)
+        self.fixed,self.found_bs = settings.fixed_size(),m if isinstance(m := settings.micro_batch_size, int) else None
         self.__dict__.update(_no_fit(), learn=None, _n_steps=0, in_use=None, _pending=None)
-
     def __copy__(self):
         "A copy as it was made, with settings of its own (set on one, an argument leaves the other as it was)"
         new = object.__new__(type(self))
@@ -267,7 +248,6 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         state = dict(vars(self), **_no_fit())
         if self.plan is None: return state
         return dict(state, _n_steps=self.n_steps, found_bs=getattr(self.runner, 'found', None) or self.found_bs)
-
     @property
     def n_steps(self)->int:
         "The fit's optimizer steps so far, as its `FitScope` counts them (outside a fit: the last fit's, or a state's)"
@@ -290,8 +270,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         return self.found_bs if self.plan is None else getattr(self.runner, 'size', None) or self.plan.loader_bs
     def step_position(self)->float:
         "The place in training of the current window's step (or the last one's): the large batch's `pct_train` there"
-        places = self.places
-        return places.at if places.at is not None else places.place(self.window.start, self.in_use)
+        return self.places.at if self.places.at is not None else self.places.place(self.window.start, self.in_use)
     def window_position(self)->float:
         "The fraction of training samples done when the window started (fastai's `pct_train` if the loader cannot tell)"
         return self.places.fraction(self.window.start)
@@ -299,20 +278,16 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         "Samples in the micro-batch: the first dimension of its first target (`find_bs`); override for other layouts"
         yb = self.learn.yb
         return yb[0].shape[0] if yb and isinstance(yb[0], torch.Tensor) else find_bs(yb)
-
     def own_event(self)->bool: return self.plan is None or not inside_fit(self.learn)   # (a validation in the fit: not)
     def joined(self):
         "Check the Learner, and prepare its callbacks for a fit in windows"
-        learn = self.learn
-        self.settings.install_inference(learn, self.found_bs, self.releases, self.count_samples)
-        if not learn.lock.locked(): self.settings.prepare(learn, self.fixed, self.found_bs)   # (not a validation)
+        self.settings.prepare(self.learn, self.fixed, self.found_bs, self.releases, self.count_samples)
     def before_train(self):
         "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
         if self.plan is None: self._start_fit()
         else: self.places.last = None   # (the epoch's first step is placed from its start: `FitPlan.step_position`)
         self.window.reset()
         if self.runner is not None: self.runner.start_epoch()
-
     def after_train(self):
         "A window that never stepped (dropped, cancelled, the epoch cut short) leaves no gradient behind"
         if self.plan is None: return   # training cancelled before this callback's `before_train`
@@ -325,43 +300,49 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         self.sync.release()
         if self.hypers is not None: self.hypers.restore()
     after_cancel_epoch = after_train   # (an epoch cancelled during its training skips `after_train`)
-
     def before_batch(self):
         "Plan the micro-batch: accumulate it, step after it, or skip it unrun"
         if self.plan is None: self._start_fit()   # added in the middle of an epoch
-        learn,window,plan = self.learn,self.window,self.plan
+        learn,window,plan,policy = self.learn,self.window,self.plan,self.policy
         if self.loggers.quiet: self.loggers.show()
         if self.hypers is not None: self.hypers.restore()
         n = self.count_samples()
         items,amount = (n,n) if self.counter is None else self.counter.count(learn, n, window)
         last,offset,share = _WHOLE if self.runner is None else self.runner.piece   # (inline: every micro-batch)
-        if not window.held: self._start_window(offset)
+        if not window.held:   # a window starts: its size from the policy (at the fraction of training done, if it asks)
+            window.start = (learn.epoch, learn.iter, offset, learn.pct_train)
+            position = None if isinstance(policy, FixedBatchSize) else self.window_position()
+            self.in_use = size = policy.size(position, plan)
+            window.open(size if plan.by_items else size//plan.world_size, window.start)
+            if self.hypers is not None: self.places.at = self.places.place(window.start, size)   # (read at its step)
+            if self.listeners.window_started: self.listeners.tell('window_started', size)
         left = plan.left(learn.iter, offset) if plan.drop_last and not window.held else None   # (can it fill?)
         step = window.plan(amount, learn.iter == learn.n_iter-1 and last, left)
         self.mb = None if step == SKIP else MicroBatch(n, items, amount, step, share)
         if step == SKIP: raise CancelBatchException()
         if self.sync.active: self.sync.hold(step == ACCUM)
-
-    def _start_window(self, offset:int):
-        "A window starts: its size from the policy (at the fraction of training done, if it asks); listeners are told"
-        learn,plan,policy,window = self.learn,self.plan,self.policy,self.window
-        window.start = (learn.epoch, learn.iter, offset, learn.pct_train)
-        self.in_use = size = policy.size(None if isinstance(policy, FixedBatchSize) else self.window_position(), plan)
-        window.open(size if plan.by_items else size//plan.world_size, window.start)
-        if self.hypers is not None: self.places.at = self.places.place(window.start, size)   # (read at its step)
-        if self.listeners.window_started: self.listeners.tell('window_started', size)
-
     def before_backward(self):
-        "Weigh the loss as it goes into the backward (`MicroBatch.weigh_loss`); the listeners that want it are told"
-        mb,window = self.mb,self.window
+        "Weigh the loss where it is final (a hook on its node); at the window's last micro-batch, rescale it first"
+        mb,window,learn = self.mb,self.window,self.learn
         if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
-        mb.weigh_loss(self.learn, window, self.sync, self.counter, self.plan.world_size)
+        if mb.plan == STEP and not window.held and self.plan.world_size == 1 and self.counter is None:
+            window.close(mb.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
+            mb.weight = 1.
+        else:
+            if mb.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
+                total = window.items + mb.items
+                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
+                self.sync.close(window, total, learn.opt, learn.loss_grad.device)
+            mb.weight = window.weight(mb.items)
+            if self.counter is not None and window.reduction == 'mean': self.counter.guard(learn, mb.items)
+        # the hook weighs the gradient and tells its backward ran (not needed at weight 1, alone); `grad_fn` read if so
+        mb.phase,mb.hooked = WEIGHED,isinstance(mb.weight, torch.Tensor) or mb.weight != 1 or bool(window.held)
+        if mb.hooked and (grad_fn := learn.loss_grad.grad_fn) is not None: grad_fn.register_prehook(mb.weigh)
         if self.listeners.micro_batch_weighed: self.listeners.tell('micro_batch_weighed', Weighed(mb.items, mb.weight,
             bool(window.held), window.total if mb.plan == STEP else None, window.reduction, self.plan.world_size,
             self.in_use))
-
     def after_cancel_backward(self):
-        if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = BACKWARD_CANCELLED
+        if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = PLANNED   # (its backward did not run)
     def before_step(self):
         "Skip the step (and `zero_grad`) inside a window; the last micro-batch steps with the large batch's hypers"
         mb = self.mb
@@ -371,26 +352,21 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         if self.sync.manual: self.sync.average(self.learn.opt, self.learn.loss_grad.device)
         mb.phase,mb.steps = STEPPING,self.scope.n_steps
         if self.hypers is not None: self.hypers.set(self.places.at, self.in_use)
-
     def _stepped(self)->MicroBatch|None:
         "The micro-batch, `STEPPED` if the optimizer stepped since its `before_step` (the fit's scope counts steps)"
         mb = self.mb
         if mb is not None and mb.phase == STEPPING and self.scope.n_steps != mb.steps: mb.phase = STEPPED
         return mb
-    def after_step(self): self._stepped()
+    after_step = _stepped
     def after_cancel_step(self):
         "fastai zeroes the gradient after a cancelled step (an fp16 overflow, a guard): the window ends with it"
-        mb = self.mb   # (its backward ran: a step skipped; else a guard cancelled it before this callback saw it)
-        if mb is not None: mb.phase = STEP_CANCELLED if mb.ran else ZEROED
-
+        if self.mb is not None: self.mb.phase = STEP_CANCELLED if self.mb.ran else ZEROED   # (not ran: a guard's)
     def after_cancel_batch(self):
         "Cancelled after its step, fastai skips `zero_grad`; cancelled after an unhooked backward, its gradient tells"
         mb = self._stepped()
         if mb is None: return
-        # (after the step's events fastai zeroes the gradient: cancelled there, it does not, and the window ends here)
         if mb.phase in (STEPPED, STEP_CANCELLED, ZEROED): self.sync.zero_grad(self.learn)
         elif mb.phase == WEIGHED and not mb.hooked and _has_gradient(self.learn.model): mb.phase = RAN
-
     def after_batch(self):
         "Count the micro-batch if its backward ran; after the step close the window; the loggers see a point per step"
         mb,window = self.mb,self.window
@@ -401,46 +377,87 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (zeroed)
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
-        if kept: window.add(mb.n, mb.items, self.loggers.loss(alone=stepped and not window.held), mb.amount)
+        if kept: window.add(mb.n, mb.items, None if stepped and not window.held or not self.loggers.per_step else
+                            self.learn.loss.detach(), mb.amount)   # (alone in its window: its loss is the window's)
         if self.listeners.micro_batch_done: self.listeners.tell('micro_batch_done', kept)
         if stepped: self._close_window(mb)
         else: self.loggers.after_micro_batch(mb.share, kept=kept)
-
     def _close_window(self, mb):
         "After the step (or its skipping): place the next step, the loggers log it, the listeners are told; empty it"
-        window = self.window
+        window,loggers = self.window,self.loggers
         if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
-        self.loggers.stepped(window, mb.n, mb.share, self.scope.n_steps)   # (in a fit: the scope's count)
+        if loggers.per_step and window.samples > mb.n: self.learn.loss = window.mean_loss()   # (the window's, logged)
+        if mb.share != 1: loggers.after_micro_batch(mb.share, steps=True)   # (a whole loader batch: nothing to do)
+        if loggers.counters: loggers.count_steps(self.scope.n_steps)   # (in a fit: the scope's count)
         if self.listeners.window_closed: self.listeners.tell('window_closed', window)
         window.reset()
-
     def _drop_window(self, quiet:bool=True):
         "The window will not step: no gradient of it stays, nothing of it is counted; the listeners are told, if open"
         mb,window = self.mb,self.window   # (`quiet`: in a micro-batch the loggers do not see; else they run again)
         unfinished = mb is not None and mb.phase != DONE   # (a finished micro-batch was told of already)
-        dropping = bool(window.held) or unfinished   # (at an epoch's end, after its last step: nothing to drop)
         if window.held or (unfinished and (mb.ran or mb.phase == WEIGHED)): self.sync.zero_grad(self.learn)
-        window.reset()
         if unfinished: self.listeners.tell('micro_batch_done', False)
-        if dropping: self.listeners.tell('window_dropped')
+        if window.held or unfinished: self.listeners.tell('window_dropped')   # (after an epoch's last step: nothing)
+        window.reset()
         self.mb = None
         if quiet: self.loggers.after_micro_batch(self._piece()[2])
         else: self.loggers.show()
+    def _start_fit(self):
+        "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
+        learn,pending = self.learn,self._pending
+        if self.scope is None: self.join_scope()   # (added in the middle of a fit: its installs go on the fit's scope)
+        plan = self.settings.read_plan(learn, self.found_bs, pending)
+        redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory)
+        self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,
+                                                 self.count_samples)
+        self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,self.places,self.policy,size,_ = parts
+        self.plan,self.in_use,self.listeners = plan,size,Listeners(parts.listening)
+        self.scope.count_steps()   # (the optimizer's steps, counted by the fit's scope: a micro-batch knows it stepped)
+        self.scope.ending(self._release)   # (a fit an exception ended: released as the scope closes, before its undos)
+        if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
+        self.loggers.count_steps(self.n_steps)
+    def _release(self):
+        "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
+        learn,mb = self.learn,self.mb
+        during_batch = mb is not None and mb.phase in _BEFORE_STEP and learn.training and fit_running(learn)
+        if self.plan is not None: self.after_train()   # (a fit refused as it started has nothing to drop)
+        ended = self.__getstate__()   # (as pickled: the fit's steps and the split size found kept, none of its parts)
+        self.releases.close()
+        if during_batch: self.scope.skip_step(learn.xb)   # (removed by a callback: fastai's step would step on nothing)
+        self.__dict__.update(ended)
+    def state_dict(self)->dict:
+        "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
+        plan = self.plan
+        if plan is None and self._pending is not None: return dict(self._pending)
+        return dict((self.parts or _NO_PARTS).state(plan is not None and self.learn.training), n_steps=self.n_steps,
+                    setting=self.fixed.setting, in_use=self.in_use, found_bs=self.micro_bs,
+                    split=getattr(plan, 'split', None), in_fit=plan is not None)   # (in a fit: to continue it)
+    def load_state_dict(self, state:dict):
+        "A state taken in a fit: held until training starts (at once, if it has) to continue it; after one: at once"
+        self.fixed.setting,self.n_steps,self.in_use = state['setting'],state['n_steps'],state['in_use']
+        in_fit = state.get('in_fit', True)   # (else the state a finished fit left: the callback is as after that fit)
+        self._pending = dict(state) if in_fit else None   # (the runner's split size too, when training starts)
+        if not in_fit: self.found_bs = state['found_bs']
+        elif self.plan is not None and fit_running(self.learn): self._take_up(self._pending)   # (not a fit that failed)
+    def _take_up(self, state:dict):
+        "Continue the fit `state` was taken in: its steps, and its parts as they were"
+        self.n_steps,self._pending = state['n_steps'],None
+        self.parts.take_up(state)
+        self.loggers.count_steps(self.n_steps)
+    def _off(self):
+        "`run` off for the rest of the fit (fastai's switch): BatchNorm layers update as PyTorch's, at every batch"
+        for part in self.listeners.parts:
+            if isinstance(part, WindowBatchNorm) and part.layers: part.remove()
     def _piece(self)->tuple: return _WHOLE if self.runner is None else self.runner.piece   # (last?, offset, share)
 
 # %% ../nbs/10_accumulate.ipynb #da42d67a
-_ARGUMENTS = list(inspect.signature(AccumSettings).parameters)
-
 class _Argument:
     "An argument read and set on the callback, as fastai's callbacks keep theirs: it lives in `settings` (checked)"
     def __init__(self, name:str): self.name = name
     def __get__(self, cb, owner=None): return self if cb is None else getattr(cb.settings, self.name)
     def __set__(self, cb, value):
-        settings = copy(cb.settings)
-        setattr(settings, self.name, value)
-        settings._check()   # (a bad value is refused, naming it; the callback keeps the settings it had)
-        cb.settings = settings   # (a fit reads them as its training starts: the next fit takes it)
-        # a batch size not given follows from them: derived again for the next fit (a running fit keeps its own)
+        # checked as they are made (a bad value is refused, naming it, and leaves the settings); the next fit takes it
+        cb.settings = type(cb.settings)(**dict(vars(cb.settings), **{self.name: value}))
         if cb.plan is None or not fit_running(cb.learn): _derive_size(cb)   # (or a fit an interruption ended)
         else: cb.releases.callback(_derive_size, cb)
 
@@ -473,66 +490,6 @@ def check_one_accumulator(learn):
         raise ValueError(f'The Learner has {len(found)} accumulation callbacks ({names}): each would weigh and step '
                          'the same micro-batches. Keep one, and remove the others with learn.remove_cb(...).')
 
-# %% ../nbs/10_accumulate.ipynb #27f61d95
-@patch
-def _start_fit(self:GradientAccumulation):
-    "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
-    learn,pending = self.learn,self._pending
-    if self.scope is None: self.join_scope()   # (added in the middle of a fit: its installs go on the fit's scope)
-    plan = self.settings.read_plan(learn, self.found_bs, pending)
-    redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory: the loggers run)
-    self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,
-                                             self.count_samples)
-    self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,self.places,self.policy,size,_ = parts
-    self.plan,self.in_use,self.listeners = plan,size,Listeners(parts.listening)
-    self.scope.count_steps()   # (the optimizer's steps, counted by the fit's scope: a micro-batch knows it stepped)
-    self.scope.ending(self._release)   # (a fit an exception ended: released as the scope closes, before its undos)
-    if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
-    self.loggers.count_steps(self.n_steps)
-
-# %% ../nbs/10_accumulate.ipynb #ee5b5000
-@patch
-def _release(self:GradientAccumulation):
-    "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
-    learn,mb = self.learn,self.mb
-    # (in a micro-batch that goes on to its step: removed by a callback; not the one an exception ended)
-    during_batch = mb is not None and mb.phase in _BEFORE_STEP and learn.training and fit_running(learn)
-    if self.plan is not None: self.after_train()   # (a fit refused as it started has nothing to drop)
-    ended = self.__getstate__()   # (as pickled: the fit's steps and the split size found kept, none of its parts)
-    self.releases.close()
-    # removed in the middle of a micro-batch: its window is dropped, and fastai's step of it would step on nothing
-    if during_batch: self.scope.skip_step(learn.xb)
-    self.__dict__.update(ended)
-
-_BEFORE_STEP = frozenset((PLANNED, WEIGHED, RAN, STEPPING, BACKWARD_CANCELLED))
-
-# %% ../nbs/10_accumulate.ipynb #6e5354ad
-@patch
-def state_dict(self:GradientAccumulation)->dict:
-    "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
-    plan = self.plan
-    if plan is None and self._pending is not None: return dict(self._pending)
-    return dict((self.parts or _NO_PARTS).state(plan is not None and self.learn.training), setting=self.fixed.setting,
-                n_steps=self.n_steps, in_use=self.in_use, found_bs=self.micro_bs,
-                split=None if plan is None else plan.split,   # (the split this fit's plan was read with)
-                in_fit=plan is not None)   # (taken inside a fit, to continue it; else the state after a fit)
-
-@patch
-def load_state_dict(self:GradientAccumulation, state:dict):
-    "A state taken in a fit: held until training starts (at once, if it has), to continue it; taken after one: at once"
-    self.fixed.setting,self.n_steps,self.in_use = state['setting'],state['n_steps'],state['in_use']
-    in_fit = state.get('in_fit', True)   # (else the state a finished fit left: the callback is as after that fit)
-    self._pending = dict(state) if in_fit else None   # (the runner's split size too, when training starts)
-    if not in_fit: self.found_bs = state['found_bs']
-    elif self.plan is not None and fit_running(self.learn): self._take_up(self._pending)   # (not a fit an error ended)
-
-@patch
-def _take_up(self:GradientAccumulation, state:dict):
-    "Continue the fit `state` was taken in: its steps, and its parts as they were"
-    self.n_steps,self._pending = state['n_steps'],None
-    self.parts.take_up(state)
-    self.loggers.count_steps(self.n_steps)
-
 # %% ../nbs/10_accumulate.ipynb #2277edeb
 class MicroBatch:
     "What happened to the current micro-batch: made whole in `before_batch`, one `phase` the events move on"
@@ -546,35 +503,13 @@ class MicroBatch:
     ):
         self.n,self.items,self.amount,self.plan,self.share = n,items,amount,plan,share
         self.weight,self.hooked,self.phase = None,False,PLANNED
-
     @property
     def ran(self)->bool:
         "Whether its backward ran: its gradient is in the parameters' `.grad`"
         return self.phase in _RAN
-
-    def weigh_loss(self, learn, window:AccumWindow, sync:WindowSync, counter:ItemCounter|None, world_size:int):
-        "Weigh the loss where it is final (a hook on its node); at the window's last micro-batch, rescale it first"
-        if self.plan == STEP and not window.held and world_size == 1 and counter is None:
-            window.close(self.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
-            weight = 1.
-        else:
-            if self.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
-                total = window.items + self.items
-                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
-                sync.close(window, total, learn.opt, learn.loss_grad.device)
-            weight = window.weight(self.items)
-            if counter is not None and window.reduction == 'mean': counter.guard(learn, self.items)
-        # the hook weighs the gradient and tells that the backward ran; a window's only micro-batch, at weight 1, needs
-        # neither (it is known to have run at `before_step`, or, cancelled, by the gradient it left)
-        self.weight,self.phase = weight,WEIGHED
-        self.hooked = isinstance(weight, torch.Tensor) or weight != 1 or bool(window.held)
-        # (`grad_fn` read only when needed: each read makes a Python object)
-        if self.hooked and (grad_fn := learn.loss_grad.grad_fn) is not None: grad_fn.register_prehook(self.weigh)
-
     def weigh(self, grads):
         "The hook on its loss's node: runs as its backward starts (so it ran), and weighs the gradient"
-        self.phase = RAN
-        weight = self.weight
+        self.phase,weight = RAN,self.weight
         return None if not isinstance(weight, torch.Tensor) and weight == 1 else (grads[0]*weight,)
 
 # %% ../nbs/10_accumulate.ipynb #3d65ec3a
@@ -589,11 +524,9 @@ class StepHypers:
     ):
         self.learn,self.reference,self.power,self.unscaled = learn,reference,LR_SCALES[lr_scale],None
         self.schedulers = _schedulers(learn)
-
     def factor(self, in_use:int)->float:
         "What a step's lr is multiplied by with the batch `in_use`"
         return (in_use/self.reference)**self.power
-
     def set(self, position:float, in_use:int):
         "Have the schedulers set the hyper-parameters at the step's `position`; then, with `lr_scale`, scale the lr"
         learn = self.learn
@@ -606,7 +539,6 @@ class StepHypers:
         if self.power:
             self.unscaled = [h['lr'] for h in learn.opt.hypers]
             learn.opt.set_hyper('lr', [lr*self.factor(in_use) for lr in self.unscaled])
-
     def restore(self):
         "The learning rates as the schedulers set them (at the next micro-batch, the epoch's end, or the fit's)"
         if self.unscaled is not None and self.learn.opt is not None: self.learn.opt.set_hyper('lr', self.unscaled)
@@ -623,27 +555,18 @@ class ItemCounter:
     ):
         store_attr()
         self.estimate,self.nonzero,self.hooked = True,None,False
-
     def count(self, learn, n:int, window)->tuple:
         "The micro-batch's items, and what it adds to the window: its samples, or (windows of items) its items"
-        items = self._items(learn, n, window)
-        if not self.plan.by_items: return items,n
-        amount = check_count('count_items', items, _COUNT_ITEMS_FIX)   # (windows of items: read here)
-        return items,(self.sync.sum(amount, find_device(learn.xb)) if self.plan.world_size > 1 else amount)
-
-    def _items(self, learn, n:int, window):
-        "The items; the fit's first count sets the items per sample (the gradient's scale while it accumulates)"
-        items = self.count_items(learn)
+        items,by_items = self.count_items(learn),self.plan.by_items
         on_device = isinstance(items, torch.Tensor) and items.numel() == 1 and _stays_on_device(items)
-        if on_device and not self.estimate: return items
-        items = check_count('count_items', items, _COUNT_ITEMS_FIX)
-        if self.estimate:   # once per fit, alike in every process
+        if self.estimate or by_items or not on_device: items = check_count('count_items', items, _COUNT_ITEMS_FIX)
+        if self.estimate:   # the fit's first count: the items per sample (the gradient's scale while it accumulates)
             per_sample = max(items, 1)/n
-            world = self.plan.world_size
+            world = self.plan.world_size   # (alike in every process)
             if world > 1: per_sample = self.sync.sum(per_sample, find_device(learn.xb))/world
             window.items_per_sample,self.estimate = per_sample,False
-        return items
-
+        if not by_items: return items,n
+        return items,(self.sync.sum(items, find_device(learn.xb)) if self.plan.world_size > 1 else items)
     def guard(self, learn, items):
         "A micro-batch without items: a zero loss (a count read here), or hooks drop its gradient (a count on a device)"
         if not isinstance(items, torch.Tensor):
@@ -655,7 +578,6 @@ class ItemCounter:
             self.hooked = True
             for p in learn.model.parameters():
                 if p.requires_grad: self.releases.hook(p.register_hook(self._drop_without_items))
-
     def _drop_without_items(self, grad): return grad if self.nonzero is None else torch.where(self.nonzero, grad, 0.)
 
 # %% ../nbs/10_accumulate.ipynb #75e1816e
@@ -665,21 +587,15 @@ class StepPlaces:
         self.plan = plan
         self.last = None   # the epoch's last step so far: (its place, epoch, samples done at its window's start, size)
         self.at = None   # the current window's step's place, when something reads it (`StepHypers`)
-
     def _done(self, start:tuple): return self.plan.done(start[1], start[2])   # (samples of the epoch done)
-
     def fraction(self, start:tuple)->float:
         "The fraction of training samples done at `start` (epoch, iter, offset, `pct_train`: the fallback)"
-        position = self.plan.fraction(start[0], self._done(start))
-        return start[3] if position is None else position
-
+        return start[3] if (position := self.plan.fraction(start[0], self._done(start))) is None else position
     def place(self, start:tuple, size:int)->float:
         "The place of the step of the window at `start`: `FitPlan.step_position`, or after the last, `next_position`"
-        plan = self.plan
-        if self.last is not None: at = plan.next_position(*self.last)
-        else: at = plan.step_position(start[0], self._done(start), size)
+        if self.last is not None: at = self.plan.next_position(*self.last)
+        else: at = self.plan.step_position(start[0], self._done(start), size)
         return start[3] if at is None else at
-
     def stepped(self, start:tuple, size:int):
         "The window of `size` at `start` stepped at `at`: the next step of the epoch is placed from it"
         self.last = (self.at, start[0], self._done(start), size)

@@ -7,13 +7,13 @@ Docs: https://fastaccum.github.io/fastaccum/integrations.html.md"""
 # %% ../nbs/20_integrations.ipynb #13c04eb9
 from __future__ import annotations
 import time
+from operator import attrgetter
 import fastai, fastai.callback.core
 from packaging.version import Version
 from fastcore.xtras import modify_exception
 from fastai.callback.core import *
 from .checks import private
 from .parts import WindowListener
-from .batchnorm import WindowBatchNorm
 _inner_loop = private(fastai.callback.core, '_inner_loop')   # (fastai's list of the batch events)
 
 # %% auto #0
@@ -26,7 +26,7 @@ STEP_COUNTERS = ('LRFinder', 'ShowGraphCallback')
 
 def _class_names(cls)->frozenset:
     "The names of `cls` and of every class it derives from (read at each fit: about 5 µs for 7 callbacks)"
-    return frozenset(c.__name__ for c in cls.__mro__)
+    return frozenset(map(attrgetter('__name__'), cls.__mro__))
 
 class StepLoggers(WindowListener):
     "The callbacks of a `Learner` that should see one training batch per optimizer step, and W&B's counters"
@@ -41,7 +41,6 @@ class StepLoggers(WindowListener):
                          if not names.isdisjoint(STEP_COUNTERS) and (per_step or 'LRFinder' in names)]
         self.per_step,self.quiet,self.learn,self.window_start = per_step,False,learn,None
         self.wandb = vars(learn).get('wandb')   # fastai's `WandbCallback`: its epoch axis and timer need telling
-
     def wants(self, event:str)->bool: return self.wandb is not None   # (the window's events time W&B's samples/sec)
     def silence(self):
         "Skip the loggers' training events until `show`: the current micro-batch does not step"
@@ -54,16 +53,10 @@ class StepLoggers(WindowListener):
     def count_steps(self, n:int):
         "Show `n` steps taken to the callbacks that count batches with `train_iter` (`LRFinder`, `ShowGraphCallback`)"
         for cb in self.counters: cb.__dict__['train_iter'] = n   # (shadows fastai's delegation to the Learner)
-    def accumulate_metrics(self):
-        "A micro-batch the Recorder does not see (silenced): its train metrics (not its loss) are accumulated here"
-        recorder = getattr(self.learn, 'recorder', None)
-        if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
-            for metric in recorder.metrics: metric.accumulate(self.learn)
     def release(self):
         "Leave the callbacks as they were: running, and reading the Learner's `train_iter`"
         self.show()
         for cb in self.counters: cb.__dict__.pop('train_iter', None)
-
     def window_started(self, size:int):
         "A window starts: W&B's samples/sec is timed from here"
         if self.wandb is not None: self.window_start = time.perf_counter()
@@ -72,21 +65,16 @@ class StepLoggers(WindowListener):
         if self.wandb is None or self.window_start is None or window.samples <= window.last: return
         now = time.perf_counter()
         self.wandb.ti_batch = now - (now - self.window_start)*window.last/window.samples
-    def loss(self, alone:bool=False):
-        "The micro-batch's loss, kept for its window's (not when logged `alone`: its loss is its window's)"
-        return self.learn.loss.detach() if self.per_step and not alone else None
     def after_micro_batch(self, share:float=1., steps:bool=False, kept:bool=False):
         "After a micro-batch (`share` of a loader batch): silenced unless it `steps` (its metrics kept, if `kept`)"
         logged = steps or not self.per_step
-        if kept and not logged: self.accumulate_metrics()
+        if kept and not logged:   # the Recorder does not see it (silenced): its train metrics (not its loss) kept here
+            recorder = getattr(self.learn, 'recorder', None)
+            if recorder is not None and recorder.train_metrics and not getattr(recorder, 'cancel_train', False):
+                for metric in recorder.metrics: metric.accumulate(self.learn)
         if not logged: self.silence()
         if self.wandb is not None and (share != 1 or not logged):   # (W&B adds a whole batch at each row it logs)
             self.wandb._wandb_epoch = private(self.wandb, '_wandb_epoch') + (share - logged)/self.learn.n_iter
-    def stepped(self, window, n:int, share:float, n_steps:int):
-        "`window` stepped at a micro-batch of `n` samples (`share` of a loader batch): log its loss, count the step"
-        if self.per_step and window.samples > n: self.learn.loss = window.mean_loss()
-        if share != 1: self.after_micro_batch(share, steps=True)   # (a whole loader batch: nothing to do)
-        if self.counters: self.count_steps(n_steps)
 
 # %% ../nbs/20_integrations.ipynb #aa7f695b
 def _nothing(self): "A batch event this callback does not use"
@@ -119,10 +107,7 @@ class BatchCallback(Callback):
             raise modify_exception(e, f'Exception occured in `{type(self).__name__}` when calling event '
                                       f'`{event_name}`:\n\t{e.args[0] if e.args else e}', replace=True)
 
-    def _off(self):
-        "A batch event with `run` off (for the rest of the fit): its `WindowBatchNorm` goes, BatchNorm is PyTorch's"
-        for part in getattr(vars(self).get('listeners'), 'parts', ()):
-            if isinstance(part, WindowBatchNorm) and part.layers: part.remove()
+    def _off(self): "A batch event with `run` off (for the rest of the fit): a subclass undoes what must not stay"
 
 for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
 
