@@ -6,16 +6,11 @@ Docs: https://fastaccum.github.io/fastaccum/runner.html.md"""
 
 # %% ../nbs/43_runner.ipynb #b6e1d832
 from __future__ import annotations
-import gc, numbers, time
+import gc
 from contextlib import nullcontext
 from itertools import accumulate
-import torch
-from fastcore.basics import store_attr
-from fastcore.xtras import modify_exception
-from fastai.callback.core import (CancelBatchException, CancelBackwardException, CancelStepException,
-                                  TrainEvalCallback)
+from fastai.basics import *
 from fastai.callback.schedule import ParamScheduler
-from fastai.torch_core import find_bs, apply
 from .plan import split_sizes
 from .checks import check_positive_int, check_optional_int, check_bool
 from .parts import WindowListener, Releases
@@ -24,10 +19,9 @@ from .integrations import log_beside_step
 
 # %% auto #0
 __all__ = ['is_out_of_memory', 'slice_batch', 'pieces', 'concat_outputs', 'fastai_batch', 'stateful_module', 'stateful_error',
-           'BatchRunner', 'check_layout', 'fit_runner', 'SizeTrials', 'WholeBatchLoss']
+           'BatchRunner', 'fit_runner', 'WholeBatchLoss']
 
 # %% ../nbs/43_runner.ipynb #a7c1e2d1
-from fastai.learner import Learner
 from .checks import private
 for _name in ('_do_one_batch', '_with_events', '_step', '_split', '_set_device', '_do_fit'):
     private(Learner, _name)   # (fastai's: the runner calls them, the fit scope replaces two of them)
@@ -69,8 +63,6 @@ def concat_outputs(outputs:list, sizes:list|None=None):
         memory = lambda t: (t.data_ptr(), t.shape, t.stride())   # (a parameter or buffer returned by every piece)
         if all(memory(o) == memory(first) for o in rest): return first
         per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes)))
-        # equal in every piece first (shapes before values): prototypes as many as a piece's samples are not per
-        # sample, unless their rows are all alike (a head's zeros at its start): then they are taken as per sample
         same = all(o.shape == first.shape for o in rest) and all(torch.equal(o, first) for o in rest)
         if same and not (per_sample and bool((first == first[:1]).all())): return first
         if per_sample: return torch.cat(outputs)
@@ -113,21 +105,17 @@ def stateful_module(model)->str|None:
 
 def stateful_error(stateful:str, n:int, size:int, what:str='micro_batch_size')->ValueError:
     "The error refusing to split a batch of `n` in pieces of `size` (by `what`) for a model keeping state (`stateful`)"
-    fix = (f'Pass inference batches of at most {size} samples (a validation loader with a smaller batch), or '
-           'micro_batch_size=None.' if what == 'inference' else 'Use a loader batch that fits in memory without '
-           f"splitting (micro_batch_size=None, or one >= the loader's batch of {n}), and accum_bs=... for a larger "
-           'batch: GradientAccumulation(accum_bs) accumulates whole loader batches without splitting them.')
-    return ValueError(f'{what} would run batches of {n} samples in pieces of {size}, but the model keeps state '
-                      f"between batches: {stateful} has a reset() method, as fastai's AWD_LSTM (reset by "
-                      f'ModelResetter). Each row of a piece would start from the state another piece left. {fix}')
+    fix = (f'Pass inference batches of at most {size} samples, or micro_batch_size=None.' if what == 'inference' else
+           f"Pass micro_batch_size=None (or one >= the loader's batch of {n}) with a loader batch that fits, and "
+           'accum_bs=... for a larger batch: GradientAccumulation(accum_bs) accumulates whole loader batches.')
+    return ValueError(f'{what} would run batches of {n} samples in pieces of {size}, but {stateful} keeps state '
+                      f"between batches (it has a reset() method, as fastai's AWD_LSTM): each piece would start from "
+                      f'the state another piece left. {fix}')
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
 class BatchRunner(WindowListener):
-    """Runs each loader batch through fastai's events: whole, in pieces of at most `size` (inference: `infer_size`), or
-    in GradCache's two passes (`whole`, a `WholeBatchLoss`). With `auto`, running out of memory halves the size and runs
-    again (`sync`, the fit's `WindowSync`, tells the other processes; `on_redo()`, the accumulation callback); `tune`
-    times `size`, half and a quarter of it, and keeps the fastest; `count()` (the callback's `count_samples`) checks
-    where a batch's samples lie"""
+    """Runs each loader batch through fastai's events: whole, in pieces of at most `size` (inference: `infer_size`), in
+    GradCache's two passes (`whole`); `auto` halves on running out of memory, `tune` times sizes, `count()` checks"""
     def __init__(self, learn, size:int|None=None, auto:bool=False, tune:bool=False, infer_size:int|None=None,
                  whole=None, sync=None, on_redo=None, count=None):
         for name,value in (('size', size), ('infer_size', infer_size)):
@@ -141,7 +129,7 @@ class BatchRunner(WindowListener):
         self.skip,self.restart,self.told,self.stateful = 0,(0, 0),None,stateful_module(learn.model)
         self.found,self.how = None,()   # the size `auto` or `tune` found in this fit, and how (told once settled)
         self.counters = [cb for cb in learn.cbs if isinstance(cb, TrainEvalCallback)]   # (fastai's: at last pieces)
-        self.trials = SizeTrials(size, learn) if tune else None
+        self.trials,self.timed,self.clock = _trials(size) if tune else [],{},None   # (`tune`'s, below)
         self._stop()
 
     def install(self, releases:Releases):
@@ -156,7 +144,6 @@ class BatchRunner(WindowListener):
         "The one writer of `size`: a trial's, a halving's (`how`: found), a continued fit's"
         self.size = size
         if how is not None: self.found,self.how = size,tuple(dict.fromkeys(self.how + (how,)))
-
     def resume(self, size:int, told:int|None):
         "Continue a fit at the size it ran (`told`: the size it had found and printed, if any)"
         self._use(size)
@@ -171,8 +158,10 @@ class BatchRunner(WindowListener):
         i,learn = i + self.skip,self.learn
         if not learn.training:
             if self.infer_size is None and not self.auto: return type(learn).one_batch(learn, i, b)
-            return fastai_batch(learn, i, b, self._infer_forward)
-        if self.whole is not None: return fastai_batch(learn, i, b, self.whole.forward, self.whole.backward)
+            return fastai_batch(learn, i, b, lambda xb: self._forward(xb, self._infer, 'inference'))
+        if self.whole is not None:
+            return fastai_batch(learn, i, b, lambda xb: self._forward(xb, self.whole.forward, 'whole_batch_loss'),
+                                self.whole.backward)
         if self.size is None: return type(learn).one_batch(learn, i, b)
         self._split(i, learn._set_device(b))
 
@@ -180,12 +169,24 @@ class BatchRunner(WindowListener):
         "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
         self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # (the window's, to run it again)
         n,self.at = find_bs(b),(len(self.batches)-1, 0)   # (where it runs from: after running out of memory, `restart`)
-        self._check(b, n, self.size)
+        self.check_layout(b, n, self.size)
         return self._smaller(lambda: self._run(*self.at), n, undo=self._restore)
 
-    def _check(self, b, n, size):
-        "Refuse a batch whose samples `count` finds along another dimension than its pieces' (`check_layout`)"
-        if self.count is not None: check_layout(self.learn, self.count, b, n, min(size or n, n))
+    def check_layout(self, b, n:int, size:int|None):
+        "Refuse a batch `b` of `n` rows cut in pieces of `size` whose samples `count()` finds along another dimension"
+        if self.count is None: return
+        learn,k = self.learn,min(size or n, n)
+        saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
+        try:
+            for rows,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
+                learn._split(part)
+                counted = self.count() if len(learn.yb) else rows   # (no targets: unlabelled inference)
+                if counted != rows: raise ValueError(
+                    f'micro_batch_size cuts batches along their first dimension, but count_samples() counts {counted} '
+                    f'samples in {rows} rows: the samples lie along another dimension (e.g. batches (seq_len, bs)), '
+                    "and pieces would cut them. Serve batch-first batches (transpose in the model's forward), or pass "
+                    'micro_batch_size=None and accum_bs=... to accumulate whole loader batches.')
+        finally: learn.xb,learn.yb = saved
 
     def _run(self, k, offset):
         "The pieces of the loader batches `self.batches[k:]`, from sample `offset` of the first"
@@ -211,7 +212,10 @@ class BatchRunner(WindowListener):
     def _window_starts(self, k, offset):
         "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
         self.window_starts = False
-        if self.trials is not None and not self.trials.chosen: self._use(self.trials.window_starts(self.size))
+        if self.trials:   # `tune`: the next size to time (the first window, `None`, warms up at the size in use)
+            if self.clock is not None and self.trials[0] is None: del self.trials[0]
+            self.clock = _clock()
+            self._use(self.trials[0] or self.size)
         if not self.auto: return k
         del self.batches[:k]
         self.restart,self.undo = (0, offset),_snapshot(self.learn)
@@ -220,17 +224,23 @@ class BatchRunner(WindowListener):
     def window_closed(self, window):
         "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
         self.window_starts = True
-        if self.trials is not None and not self.trials.chosen:
-            size = self.trials.window_closed(self.size, window)
-            self._use(size, 'the fastest of those tried' if self.trials.chosen else None)
-        if self.found is not None and self.told != self.size and (self.trials is None or self.trials.chosen):
+        if self.trials and self.clock is not None and self.trials[0] is not None:   # (an epoch's short window: again)
+            if window.held >= window.size: self.timed[self.trials.pop(0)] = (_clock() - self.clock)/window.samples
+            if not self.trials: self._use(self._fastest(), 'the fastest of those tried')
+        if self.found is not None and self.told != self.size and not self.trials:
             print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
             log_beside_step(self.learn, micro_bs=self.size)
             self.told = self.size
 
+    def _fastest(self)->int:
+        "The size `tune` timed fastest per sample (under DDP, by the times summed over the processes)"
+        sizes,times,dist = list(self.timed),list(self.timed.values()),torch.distributed
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            times = all_reduce_sums(times, next(self.learn.model.parameters()).device)
+        return sizes[times.index(min(times))]
+
     def _smaller(self, run, n:int, what:str="micro_batch_size='auto'", undo=None):
-        """`run()`; with `auto`, on running out of memory: free it, halve the size (`what`: 'inference' halves
-        `infer_size`), `undo()` what a training window changed, and run again"""
+        "`run()`; with `auto`, out of memory: free it, halve the size `what` runs at, `undo()` a window, rerun"
         while True:
             try: return run()
             except BaseException as e:
@@ -246,7 +256,7 @@ class BatchRunner(WindowListener):
                 if what == 'inference': self.infer_size = half
                 else:
                     self._use(half, 'found by micro_batch_size="auto"')
-                    if self.trials is not None: self.trials.restart(half)
+                    if self.trials: self.trials,self.timed,self.clock = _trials(half),{},None   # (timed again)
                 if undo is not None: undo()
 
     def _free(self, window:bool):
@@ -270,40 +280,25 @@ class BatchRunner(WindowListener):
         self.window_starts,self.at = True,self.restart
         if self.on_redo is not None: self.on_redo()
 
-    def _infer_forward(self, xb):
-        "The inference batch's forward in pieces of at most `infer_size` (halved on running out of memory, with `auto`)"
-        n,model = find_bs(xb),self.learn.model
-        self._check((*xb, *self.learn.yb), n, self.infer_size)
-        if self.stateful is not None and (self.infer_size or n) < n:
-            raise stateful_error(self.stateful, n, self.infer_size, 'inference')
-        def run():
-            parts = pieces(n, self.infer_size)
-            return concat_outputs([model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
-        return self._smaller(run, n, 'inference')
+    def _forward(self, xb, run, what:str):
+        "An inference batch's forward or GradCache's first pass, `run(xb, n)`: checked, then with `auto` made smaller"
+        n,size = find_bs(xb),self.infer_size if what == 'inference' else self.size
+        self.check_layout((*xb, *self.learn.yb), n, size)
+        if what == 'inference' and self.stateful is not None and (size or n) < n:
+            raise stateful_error(self.stateful, n, size, what)
+        return self._smaller(lambda: run(xb, n), n, what)
+
+    def _infer(self, xb, n):   # (The inference batch's forward in pieces of at most `infer_size`)
+        parts = pieces(n, self.infer_size)
+        return concat_outputs([self.learn.model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
 
 def _autocast(learn): return getattr(getattr(learn, 'mixed_precision', None), 'autocast', None)   # `MixedPrecision`'s
-
-# %% ../nbs/43_runner.ipynb #d8b0c0e3
-def check_layout(learn, count, b, n:int, k:int):
-    "Refuse a batch `b` of `n` rows cut in pieces of `k` whose samples `count()` finds along another dimension"
-    saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
-    try:
-        for size,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
-            learn._split(part)
-            counted = count() if len(learn.yb) else size   # (no targets: unlabelled inference)
-            if counted != size: raise ValueError(
-                f'micro_batch_size cuts batches along their first dimension, but count_samples() counts {counted} '
-                f'samples in {size} rows: the samples lie along another dimension (e.g. batches (seq_len, bs)), '
-                "and pieces would cut them. Serve batch-first batches (transpose in the model's forward), or pass "
-                'micro_batch_size=None and accum_bs=... to accumulate whole loader batches.')
-    finally: learn.xb,learn.yb = saved
 
 # %% ../nbs/43_runner.ipynb #42e303c3
 def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=None, tune:bool=False,
                whole_batch_loss:bool=False, batchnorm=None, sync=None, on_redo=None, releases:Releases|None=None,
                count=None):
-    """The fit's `BatchRunner` from `GradientAccumulation`'s settings, installed on the fit's `releases` (`None`:
-    batches run as fastai runs them); with 'auto' it starts from `remembered`; the rest is passed on to the runner"""
+    "The fit's `BatchRunner` from `GradientAccumulation`'s settings, installed on `releases` (`None`: fastai's batches)"
     check_bool('tune', tune); check_bool('whole_batch_loss', whole_batch_loss)
     if micro_batch_size is None and (tune or whole_batch_loss):
         raise ValueError(f'`{"tune" if tune else "whole_batch_loss"}=True` runs the model in pieces of '
@@ -347,35 +342,8 @@ def _clock():   # (Seconds, with the device's queued work finished first (for `t
     if torch.cuda.is_available(): torch.cuda.synchronize()
     return time.perf_counter()
 
-class SizeTrials:
-    "`tune`: time candidate sizes one window each, after a window to warm up, and keep the fastest"
-    def __init__(self, size:int, learn=None):
-        self.learn,self.todo = learn,[None]
-        self.restart(size)
-
-    @property
-    def chosen(self)->bool: return not self.todo   # (every size timed: the fastest is kept for the fit)
-
-    def restart(self, size:int):
-        "Time `size`, half and a quarter of it after a window to warm up (`None`); again after running out of memory"
-        if self.chosen: return
-        self.todo,self.seconds,self.start = [None, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))],{},None
-
-    def window_starts(self, size:int)->int:
-        "The size the starting window runs at (the warm-up's: `size`)"
-        if self.start is not None and self.todo[0] is None: del self.todo[0]   # (the warm-up ran)
-        self.start = _clock()
-        return self.todo[0] or size
-
-    def window_closed(self, size:int, window)->int:
-        "Time the window that stepped (not an epoch's short one); once all are timed, the fastest"
-        if self.start is None or self.todo[0] is None: return size
-        if window.held >= window.size: self.seconds[self.todo.pop(0)] = (_clock() - self.start)/window.samples
-        if self.todo: return size
-        sizes,times,dist = list(self.seconds),list(self.seconds.values()),torch.distributed
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            times = all_reduce_sums(times, next(self.learn.model.parameters()).device)
-        return sizes[times.index(min(times))]
+def _trials(size:int)->list:   # (`tune`'s sizes to time: a window to warm up (`None`), then `size`, half, a quarter)
+    return [None, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
 
 # %% ../nbs/43_runner.ipynb #a3a15b8d
 def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
@@ -397,13 +365,8 @@ class WholeBatchLoss:
             raise ValueError(f'`runner` must be the BatchRunner whose `size` the pieces have, got {runner!r}.')
         self.runner,self.batchnorm,self.chunks,self.leaves,self.per_sample = runner,batchnorm,[],None,[]
 
-    def forward(self, xb):
-        "The whole batch's output, computed in pieces without a graph: its tensors are leaves for the loss's gradient"
-        runner,n = self.runner,find_bs(xb)
-        runner._check((*xb, *runner.learn.yb), n, runner.size)
-        return runner._smaller(lambda: self._first_pass(xb, n), n, 'whole_batch_loss')
-
-    def _first_pass(self, xb, n):
+    def forward(self, xb, n:int):
+        "The output of the whole batch `xb` of `n` samples, in pieces without a graph: its tensors are leaves"
         model,outs,self.chunks = self.runner.learn.model,[],[]
         with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else nullcontext()):
             for start,k in pieces(n, self.runner.size):
@@ -411,7 +374,6 @@ class WholeBatchLoss:
                 outs.append(model(*slice_batch(xb, n, start, start+k)))
         self.after_first,whole = _rng_state(),concat_outputs(outs, [k for _,k,_ in self.chunks])
         tensors = _tensors(whole)
-        # what was put together from the pieces is per sample; what was passed through once is the same in every piece
         self.per_sample = [len(outs) > 1 and t is not o for t,o in zip(tensors, _tensors(outs[0]))]
         self.leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
         leaves = iter(self.leaves)   # (fastai's `apply` walks an output in `_tensors`' order)
@@ -428,10 +390,8 @@ class WholeBatchLoss:
             for j,(start,k,state) in enumerate(self.chunks):
                 _set_rng_state(state)   # the same dropout masks as the first pass
                 if self.batchnorm is not None: self.batchnorm.new_piece()
-                # under DDP, the pieces but the last keep their gradients local: the batch synchronizes once
                 with sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext():
                     with autocast: outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
-                    # a per-sample output takes its slice of the gradient; one the same for every piece, an equal share
                     pairs = [(o, g[start:start+k] if each else g/len(self.chunks))
                              for o,g,t,each in zip(outs, grads, self.leaves, self.per_sample)
                              if t.requires_grad and o.requires_grad]
