@@ -63,25 +63,18 @@ class FitPlan:
     def round(self, value:float, lo:int|None=None, hi:int|None=None)->int:
         "`value` (a policy's batch size) rounded down to whole `step_unit`s, at least one, within `lo`..`hi`"
         return whole_units(value, self.step_unit or 1, lo, hi)
-
     def done(self, i:int, offset:int=0)->int|None:
         "Samples of the epoch before sample `offset` of loader batch `i`, per process (`None`: the loader cannot tell)"
         return None if self.loader_sizes is None or i >= len(self.loader_sizes) else self._starts[0][i] + offset
-
     def left(self, i:int, offset:int=0)->int|None:
         "Samples of the epoch from there on, per process (`None`: unknown, or windows of items, whose counts are not)"
-        done = None if self.by_items else self.done(i, offset)
-        return None if done is None else self.epoch_samples - done
-
+        return None if self.by_items or (done := self.done(i, offset)) is None else self.epoch_samples - done
     def fraction(self, epoch:int, done:int|None)->float|None:
         "The fraction of the fit's training samples done with `done` samples of `epoch` (`None`: unknown)"
-        n = self.epoch_samples
-        return None if done is None or not n else (epoch + done/n)/self.n_epoch
-
+        return None if done is None or not self.epoch_samples else (epoch + done/self.epoch_samples)/self.n_epoch
     def extent(self, size:int)->int:
         "Samples per process a window of `size` holds when it starts an epoch (whole micro-batches; at most the epoch)"
-        starts = self._starts[1]
-        return starts[min(bisect_left(starts, size//self.world_size), len(starts)-1)]
+        return (starts := self._starts[1])[min(bisect_left(starts, size//self.world_size), len(starts)-1)]
 
     def _windows(self, done:int, size:int)->tuple:
         "The rest of the epoch from `done` in whole windows of `size` (a short last one counts), and a window's extent"
@@ -137,8 +130,7 @@ def read_plan(learn, split:Callable|int|None=None, by_items:bool=False, drop_las
 # %% ../nbs/41_plan.ipynb #5e7be3a7
 def split_size(micro_batch_size:int|str|None, max_micro_batch_size:int|None=None, found:int|None=None,
                tune:bool=False, whole_batch_loss:bool=False, bs:int|None=None)->int|None:
-    """The size loader batches of `bs` samples run in for the windows (`None`: whole), from `GradientAccumulation`'s
-    settings and the size an earlier fit `found`"""
+    "The size loader batches of `bs` run in for the windows (`None`: whole), from `GradientAccumulation`'s settings"
     mbs = micro_batch_size
     if mbs is None or whole_batch_loss: return None
     if bs is None: return mbs if isinstance(mbs, int) else None   # (a loader that declares no size: split as they come)
@@ -174,8 +166,7 @@ class FixedBatchSize:
 
 # %% ../nbs/41_plan.ipynb #7b2149c0
 class AdaptiveBatchSize:
-    """`suggestion()` (the noise scale's; NaN: none yet) rounded to whole micro-batches within `lo`..`hi`, at least
-    `min_units` of every process (2: a window the noise scale can measure); `base`'s size until there is one"""
+    "`suggestion()` (NaN: none yet, `base`'s size) rounded, in `lo`..`hi`, at least `min_units` micro-batches each"
     def __init__(self, base, suggestion:Callable, lo:int|None=None, hi:int|None=None, min_units:int=2):
         if not callable(suggestion):
             raise ValueError(f'`suggestion` must be callable: suggestion() -> a batch size, got {suggestion!r}.')

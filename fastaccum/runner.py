@@ -14,7 +14,7 @@ from fastai.callback.schedule import ParamScheduler
 from .plan import split_sizes
 from .checks import check_positive_int, check_optional_int, check_bool
 from .parts import WindowListener, Releases
-from .distributed import all_reduce_sums, no_sync_model, OutOfMemoryElsewhere
+from .distributed import all_reduce_sums, ddp_world_size, no_sync_model, OutOfMemoryElsewhere
 from .integrations import log_beside_step
 
 # %% auto #0
@@ -181,11 +181,9 @@ class BatchRunner(WindowListener):
             for rows,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
                 learn._split(part)
                 counted = self.count() if len(learn.yb) else rows   # (no targets: unlabelled inference)
-                if counted != rows: raise ValueError(
-                    f'micro_batch_size cuts batches along their first dimension, but count_samples() counts {counted} '
-                    f'samples in {rows} rows: the samples lie along another dimension (e.g. batches (seq_len, bs)), '
-                    "and pieces would cut them. Serve batch-first batches (transpose in the model's forward), or pass "
-                    'micro_batch_size=None and accum_bs=... to accumulate whole loader batches.')
+                if counted != rows: raise ValueError(f'micro_batch_size cuts batches along their first dimension, but '
+                    f'count_samples() counts {counted} samples in {rows} rows (batches (seq_len, bs)?). Serve '
+                    "batch-first batches (transpose in the model's forward), or micro_batch_size=None, accum_bs=....")
         finally: learn.xb,learn.yb = saved
 
     def _run(self, k, offset):
@@ -234,10 +232,9 @@ class BatchRunner(WindowListener):
 
     def _fastest(self)->int:
         "The size `tune` timed fastest per sample (under DDP, by the times summed over the processes)"
-        sizes,times,dist = list(self.timed),list(self.timed.values()),torch.distributed
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            times = all_reduce_sums(times, next(self.learn.model.parameters()).device)
-        return sizes[times.index(min(times))]
+        times = list(self.timed.values())
+        if ddp_world_size(self.learn) > 1: times = all_reduce_sums(times, next(self.learn.model.parameters()).device)
+        return list(self.timed)[times.index(min(times))]
 
     def _smaller(self, run, n:int, what:str="micro_batch_size='auto'", undo=None):
         "`run()`; with `auto`, out of memory: free it, halve the size `what` runs at, `undo()` a window, rerun"
@@ -308,8 +305,7 @@ def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=N
         check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, or 'auto'.")
     check_optional_int('remembered', remembered, 'Pass the size to start from, or None.')
     if not isinstance(releases, Releases):
-        raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it, "
-                         'and removed when it closes.')
+        raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it.")
     fixed = None if micro_batch_size == 'auto' else micro_batch_size
     split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
     runner = BatchRunner(learn, split, fixed is None, tune and plan.split is not None, fixed or remembered, sync=sync,
@@ -397,9 +393,8 @@ class WholeBatchLoss:
                              if t.requires_grad and o.requires_grad]
                     torch.autograd.backward([o for o,_ in pairs], [g.to(o.dtype) for o,g in pairs])
         except BaseException as e:
-            if is_out_of_memory(e): modify_exception(e, f'{e.args[0] if e.args else e} (whole_batch_loss: the second '
-                f'pass keeps the graph of a piece of {self.chunks[0][1]} samples. Pass a smaller micro_batch_size.)',
-                replace=True)
+            if is_out_of_memory(e): modify_exception(e, '(whole_batch_loss: the second pass keeps the graph of '
+                                                     f'{self.chunks[0][1]} samples. Pass a smaller micro_batch_size.)')
             raise
         finally: _set_rng_state(self.after_first)
         self.leaves,self.chunks = None,[]
