@@ -46,11 +46,9 @@ class FitPlan:
         for name in ('loader_bs', 'split'): check_optional_int(name, getattr(self, name), 'Pass samples, or None.')
         check_bool('by_items', self.by_items); check_bool('drop_last', self.drop_last)
         check_choice('reduction', self.reduction, ('mean', 'sum'))
-        bs,split,sizes = self.loader_bs,self.split,self.loader_sizes   # (ints, not bools, none below 0: types first)
-        if sizes is not None and not (isinstance(sizes, tuple) and set(map(type, sizes)) <= {int}
-                                      and min(sizes, default=0) >= 0):
-            raise ValueError(f'`loader_sizes` must be a tuple of ints >= 0 (the samples of each loader batch), '
-                             f'got {sizes!r}.')
+        bs,split,sizes = self.loader_bs,self.split,self.loader_sizes
+        if sizes is not None and not (isinstance(sizes, tuple) and all(type(s) is int and s >= 0 for s in sizes)):
+            raise ValueError(f'`loader_sizes` must be a tuple of ints >= 0 (the samples per batch), got {sizes!r}.')
         # per process: what a window grows by (a loader batch's largest piece: 48 split at 20 runs as 16, 16, 16), an
         # epoch's micro-batches and its samples; `step_unit`: what a batch size is a whole number of (1 for items)
         unit = split or bs if split is None or bs is None else split_sizes(bs, split)[0]
@@ -100,8 +98,7 @@ class FitPlan:
 
     def check_size(self, size:int, name:str='accum_bs', fixed:bool=True)->str|None:
         "Raise if a batch size over all processes, set by `name` (`fixed`: for the fit), cannot work; warn if moot"
-        what = 'items' if self.by_items else 'samples'
-        check_positive_int(name, size, f'Pass the number of {what} per optimizer step.')
+        check_positive_int(name, size, f'Pass the {"items" if self.by_items else "samples"} per optimizer step.')
         if self.by_items: return None
         n,unit = self.world_size,self.unit
         if size % n: raise ValueError(f'`{name}={size}` is the global batch size over {n} processes, and each process '
@@ -157,11 +154,9 @@ class FixedBatchSize:
 
     def set(self, name:str, value:int, plan:FitPlan|None=None):
         "`name=value` set by hand, checked in its unit and, during a fit, against its `plan`; the next window takes it"
-        what = 'items' if self.items else 'samples'
-        if name != self.name: raise ValueError(f'This callback counts {what} per step ({self.name}={self.setting}): '
-            f'set {self.name}, not {name}. (Windows of items are made with accum_items= and count_items=.)')
-        check_positive_int(name, value, f'Pass the {what} per optimizer step.')
-        if plan is not None and (warning := plan.check_size(value, name)): warnings.warn(warning)
+        if name != self.name: raise ValueError(f'This callback counts {"items" if self.items else "samples"} per step '
+            f'({self.name}={self.setting}): set {self.name}, not {name} (items: accum_items= with count_items=).')
+        if warning := (plan or FitPlan(by_items=self.items)).check_size(value, name): warnings.warn(warning)
         self.setting = value
 
 # %% ../nbs/41_plan.ipynb #7b2149c0

@@ -12,7 +12,7 @@ from itertools import accumulate
 from fastai.basics import *
 from fastai.callback.schedule import ParamScheduler
 from .plan import split_sizes
-from .checks import check_positive_int, check_optional_int, check_bool
+from .checks import check_positive_int, check_optional_int, check_bool, private
 from .parts import WindowListener, Releases
 from .distributed import all_reduce_sums, ddp_world_size, no_sync_model, OutOfMemoryElsewhere
 from .integrations import log_beside_step
@@ -22,7 +22,6 @@ __all__ = ['is_out_of_memory', 'slice_batch', 'pieces', 'concat_outputs', 'fasta
            'BatchRunner', 'fit_runner', 'WholeBatchLoss']
 
 # %% ../nbs/43_runner.ipynb #a7c1e2d1
-from .checks import private
 for _name in ('_do_one_batch', '_with_events', '_step', '_split', '_set_device', '_do_fit'):
     private(Learner, _name)   # (fastai's: the runner calls them, the fit scope replaces two of them)
 _NormBase = private(torch.nn.modules.batchnorm, '_NormBase')   # (the base of BatchNorm and InstanceNorm)
@@ -109,8 +108,7 @@ def stateful_error(stateful:str, n:int, size:int, what:str='micro_batch_size')->
            f"Pass micro_batch_size=None (or one >= the loader's batch of {n}) with a loader batch that fits, and "
            'accum_bs=... for a larger batch: GradientAccumulation(accum_bs) accumulates whole loader batches.')
     return ValueError(f'{what} would run batches of {n} samples in pieces of {size}, but {stateful} keeps state '
-                      f"between batches (it has a reset() method, as fastai's AWD_LSTM): each piece would start from "
-                      f'the state another piece left. {fix}')
+                      f"between batches (a reset() method, as AWD_LSTM's): a piece would start from another's. {fix}")
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
 class BatchRunner(WindowListener):
@@ -187,7 +185,8 @@ class BatchRunner(WindowListener):
         finally: learn.xb,learn.yb = saved
 
     def _run(self, k, offset):
-        "The pieces of the loader batches `self.batches[k:]`, from sample `offset` of the first"
+        "The pieces of the loader batches `self.batches[k:]`, from sample `offset` of the first: fastai's batch events"
+        learn = self.learn
         while k < len(self.batches):
             i,b = self.batches[k]
             n = find_bs(b)
@@ -195,17 +194,12 @@ class BatchRunner(WindowListener):
                 if not self.active: return   # removed mid-batch (`remove_cb`): fastai's loop goes on without us
                 if self.window_starts: k = self._window_starts(k, offset)   # (`tune` may change the size here)
                 size = split_sizes(n-offset, self.size)[0]
-                self._piece(i, b, n, offset, size)
+                learn.iter,self.piece = i,(offset+size == n, offset, size/n)
+                for cb in self.counters: object.__setattr__(cb, 'run_train', self.piece[0])   # (counted at the last)
+                learn._split(slice_batch(b, n, offset, offset+size))
+                learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
                 offset += size
             k,offset = k+1,0
-
-    def _piece(self, i, b, n, offset, size):
-        "fastai's batch events on samples `offset:offset+size` of loader batch `i` (its counters: at the last piece)"
-        learn,last = self.learn,offset+size == n
-        learn.iter,self.piece = i,(last, offset, size/n)
-        for cb in self.counters: object.__setattr__(cb, 'run_train', last)   # `pct_train`, `train_iter`: once a batch
-        learn._split(slice_batch(b, n, offset, offset+size))
-        learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
 
     def _window_starts(self, k, offset):
         "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
@@ -311,8 +305,7 @@ def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=N
     runner = BatchRunner(learn, split, fixed is None, tune and plan.split is not None, fixed or remembered, sync=sync,
                          on_redo=on_redo, count=count)
     if whole_batch_loss: runner.whole = WholeBatchLoss(runner, batchnorm)
-    bs = plan.loader_bs
-    if runner.stateful is not None and bs is not None and split is not None and (split < bs or tune):
+    if runner.stateful is not None and None not in (bs := plan.loader_bs, split) and (split < bs or tune):
         raise stateful_error(runner.stateful, bs, split if split < bs else split//2,
                              'whole_batch_loss' if whole_batch_loss else 'micro_batch_size')
     return runner.install(releases)
@@ -322,8 +315,7 @@ def _copy(v): return v.clone() if isinstance(v, torch.Tensor) else list(v) if is
 
 def _snapshot(learn):   # (What a window changes before its step, to undo: fields of objects, logs' lengths, buffers)
     recorder,wandb = getattr(learn, 'recorder', None),getattr(learn, 'wandb', None)
-    fields = [(learn, ('pct_train', 'train_iter'))] + ([(wandb, ('_wandb_epoch',))] if hasattr(wandb, '_wandb_epoch')
-                                                       else [])
+    fields = [(learn, ('pct_train', 'train_iter'))] + [(wandb, ('_wandb_epoch',))]*hasattr(wandb, '_wandb_epoch')
     logs = [l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
     if recorder is not None:
         fields += [(m, tuple(vars(m))) for m in (recorder.smooth_loss, recorder.loss, *recorder.metrics)]
@@ -343,7 +335,6 @@ def _trials(size:int)->list:   # (`tune`'s sizes to time: a window to warm up (`
 
 # %% ../nbs/43_runner.ipynb #a3a15b8d
 def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
-
 def _set_rng_state(state):
     torch.set_rng_state(state[0])
     if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
@@ -357,8 +348,7 @@ def _tensors(x):   # (The tensors of an output (tensors, and tuples, lists and d
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
     def __init__(self, runner:BatchRunner, batchnorm=None):   # (`batchnorm`: the fit's `WindowBatchNorm`)
-        if not isinstance(runner, BatchRunner):
-            raise ValueError(f'`runner` must be the BatchRunner whose `size` the pieces have, got {runner!r}.')
+        if not isinstance(runner, BatchRunner): raise ValueError(f'`runner` must be the BatchRunner, got {runner!r}.')
         self.runner,self.batchnorm,self.chunks,self.leaves,self.per_sample = runner,batchnorm,[],None,[]
 
     def forward(self, xb, n:int):
