@@ -119,8 +119,7 @@ class BatchRunner(WindowListener):
         for name,value in (('size', size), ('infer_size', infer_size)):
             check_optional_int(name, value, 'Pass the largest piece in samples, or None for whole batches.')
         check_bool('auto', auto); check_bool('tune', tune)
-        if tune and size is None:
-            raise ValueError('`tune=True` times pieces of `size` and smaller: pass size=..., the largest.')
+        if tune and size is None: raise ValueError('`tune=True` times `size` and below: pass size=..., the largest.')
         if whole is not None and not isinstance(whole, WholeBatchLoss):
             raise ValueError(f'`whole` must be a WholeBatchLoss (GradCache\'s two passes) or None, got {whole!r}.')
         store_attr()
@@ -170,10 +169,11 @@ class BatchRunner(WindowListener):
         self.check_layout(b, n, self.size)
         return self._smaller(lambda: self._run(*self.at), n, undo=self._restore)
 
-    def check_layout(self, b, n:int, size:int|None):
-        "Refuse a batch `b` of `n` rows cut in pieces of `size` whose samples `count()` finds along another dimension"
-        if self.count is None: return
+    def check_layout(self, b, n:int, size:int|None, what:str='micro_batch_size'):
+        "Refuse to cut batch `b` of `n` rows in pieces of `size` (by `what`) for a stateful model, or across samples"
         learn,k = self.learn,min(size or n, n)
+        if self.stateful is not None and k < n: raise stateful_error(self.stateful, n, k, what)
+        if self.count is None: return
         saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
         try:
             for rows,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
@@ -274,9 +274,7 @@ class BatchRunner(WindowListener):
     def _forward(self, xb, run, what:str):
         "An inference batch's forward or GradCache's first pass, `run(xb, n)`: checked, then with `auto` made smaller"
         n,size = find_bs(xb),self.infer_size if what == 'inference' else self.size
-        self.check_layout((*xb, *self.learn.yb), n, size)
-        if what == 'inference' and self.stateful is not None and (size or n) < n:
-            raise stateful_error(self.stateful, n, size, what)
+        self.check_layout((*xb, *self.learn.yb), n, size, what)
         return self._smaller(lambda: run(xb, n), n, what)
 
     def _infer(self, xb, n):   # (The inference batch's forward in pieces of at most `infer_size`)
@@ -295,12 +293,11 @@ def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=N
         raise ValueError(f'`{"tune" if tune else "whole_batch_loss"}=True` runs the model in pieces of '
                          "`micro_batch_size`: pass micro_batch_size=..., or 'auto'.")
     if micro_batch_size is None: return None
-    if micro_batch_size != 'auto':
-        check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, or 'auto'.")
+    fixed = None if micro_batch_size == 'auto' else check_positive_int('micro_batch_size', micro_batch_size,
+                                                                       "Pass the largest micro-batch, or 'auto'.")
     check_optional_int('remembered', remembered, 'Pass the size to start from, or None.')
     if not isinstance(releases, Releases):
         raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it.")
-    fixed = None if micro_batch_size == 'auto' else micro_batch_size
     split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
     runner = BatchRunner(learn, split, fixed is None, tune and plan.split is not None, fixed or remembered, sync=sync,
                          on_redo=on_redo, count=count)
@@ -378,10 +375,9 @@ class WholeBatchLoss:
                 if self.batchnorm is not None: self.batchnorm.new_piece()
                 with sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext():
                     with autocast: outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
-                    pairs = [(o, g[start:start+k] if each else g/len(self.chunks))
-                             for o,g,t,each in zip(outs, grads, self.leaves, self.per_sample)
-                             if t.requires_grad and o.requires_grad]
-                    torch.autograd.backward([o for o,_ in pairs], [g.to(o.dtype) for o,g in pairs])
+                    pairs = [(o, (g[start:start+k] if each else g/len(self.chunks)).to(o.dtype)) for o,g,t,each in
+                             zip(outs, grads, self.leaves, self.per_sample) if t.requires_grad and o.requires_grad]
+                    torch.autograd.backward([o for o,_ in pairs], [g for _,g in pairs])
         except BaseException as e:
             if is_out_of_memory(e): modify_exception(e, '(whole_batch_loss: the second pass keeps the graph of '
                                                      f'{self.chunks[0][1]} samples. Pass a smaller micro_batch_size.)')
