@@ -73,7 +73,6 @@ class FitPlan:
     def extent(self, size:int)->int:
         "Samples per process a window of `size` holds when it starts an epoch (whole micro-batches; at most the epoch)"
         return (starts := self._starts[1])[min(bisect_left(starts, size//self.world_size), len(starts)-1)]
-
     def _windows(self, done:int, size:int)->tuple:
         "The rest of the epoch from `done` in whole windows of `size` (a short last one counts), and a window's extent"
         extent,rest = self.extent(size),self.epoch_samples - done
@@ -90,7 +89,6 @@ class FitPlan:
         "The next step of `epoch`: `position` moved forward by this window's share of the rest of the epoch"
         if done is None or not self.epoch_samples or self.by_items: return None
         return position + ((epoch+1)/self.n_epoch - position)/max(self._windows(done, size)[0], 2)
-
     def windows_per_epoch(self, size:int)->int|None:
         "Optimizer steps in an epoch with windows of `size` (`None`: the loader cannot tell, or windows count items)"
         if self.sizes is None or self.by_items: return None
@@ -141,7 +139,6 @@ class FixedBatchSize:
     def __init__(self, setting:int|None=None, items:bool=False):   # (`items`: `setting` is `accum_items`)
         self.items = check_bool('items', items)
         self.setting = check_optional_int(self.name, setting, "Pass the batch size per step, or None.")
-
     @property
     def name(self)->str: return 'accum_items' if self.items else 'accum_bs'
 

@@ -145,7 +145,6 @@ class BatchRunner(WindowListener):
         "Continue a fit at the size it ran (`told`: the size it had found and printed, if any)"
         self._use(size)
         self.told,self.found = told,None if told is None else size
-
     def _stop(self): self.active,self.batches,self.undo,self.piece,self.window_starts = False,[],None,(True, 0, 1.),True
     def start_epoch(self): self.window_starts,self.batches = True,[]   # (an epoch's first piece starts a window)
     def window_dropped(self): self.window_starts = True
@@ -178,10 +177,9 @@ class BatchRunner(WindowListener):
         try:
             for rows,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
                 learn._split(part)
-                counted = self.count() if len(learn.yb) else rows   # (no targets: unlabelled inference)
-                if counted != rows: raise ValueError(f'micro_batch_size cuts batches along their first dimension, but '
-                    f'count_samples() counts {counted} samples in {rows} rows (batches (seq_len, bs)?). Serve '
-                    "batch-first batches (transpose in the model's forward), or micro_batch_size=None, accum_bs=....")
+                if (counted := self.count() if len(learn.yb) else rows) != rows: raise ValueError(f'count_samples() '
+                    f'counts {counted} samples in {rows} rows, but micro_batch_size cuts along the first dimension '
+                    "(batches (seq_len, bs)?). Serve batch-first batches, or micro_batch_size=None and accum_bs=....")
         finally: learn.xb,learn.yb = saved
 
     def _run(self, k, offset):
@@ -218,17 +216,14 @@ class BatchRunner(WindowListener):
         self.window_starts = True
         if self.trials and self.clock is not None and self.trials[0] is not None:   # (an epoch's short window: again)
             if window.held >= window.size: self.timed[self.trials.pop(0)] = (_clock() - self.clock)/window.samples
-            if not self.trials: self._use(self._fastest(), 'the fastest of those tried')
+            if not self.trials:   # the fastest per sample (under DDP, by the times summed over the processes)
+                times = list(self.timed.values())
+                if ddp_world_size(self.learn) > 1: times = all_reduce_sums(times, one_param(self.learn.model).device)
+                self._use(list(self.timed)[times.index(min(times))], 'the fastest of those tried')
         if self.found is not None and self.told != self.size and not self.trials:
             print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
             log_beside_step(self.learn, micro_bs=self.size)
             self.told = self.size
-
-    def _fastest(self)->int:
-        "The size `tune` timed fastest per sample (under DDP, by the times summed over the processes)"
-        times = list(self.timed.values())
-        if ddp_world_size(self.learn) > 1: times = all_reduce_sums(times, next(self.learn.model.parameters()).device)
-        return list(self.timed)[times.index(min(times))]
 
     def _smaller(self, run, n:int, what:str="micro_batch_size='auto'", undo=None):
         "`run()`; with `auto`, out of memory: free it, halve the size `what` runs at, `undo()` a window, rerun"
@@ -276,7 +271,6 @@ class BatchRunner(WindowListener):
         n,size = find_bs(xb),self.infer_size if what == 'inference' else self.size
         self.check_layout((*xb, *self.learn.yb), n, size, what)
         return self._smaller(lambda: run(xb, n), n, what)
-
     def _infer(self, xb, n):   # (The inference batch's forward in pieces of at most `infer_size`)
         parts = pieces(n, self.infer_size)
         return concat_outputs([self.learn.model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
@@ -318,9 +312,8 @@ def _snapshot(learn):   # (What a window changes before its step, to undo: field
         fields += [(m, tuple(vars(m))) for m in (recorder.smooth_loss, recorder.loss, *recorder.metrics)]
         logs += [recorder.losses, recorder.lrs, getattr(recorder, 'accum_bs', []),
                  *getattr(recorder, 'hps', {}).values()]
-    buffers = [t for m in learn.model.modules() if isinstance(m, _NormBase) for t in m.buffers()]
-    return ([(o, {k: _copy(vars(o)[k]) for k in keys}) for o,keys in fields], [(l, len(l)) for l in logs],
-            [(t, t.clone()) for t in buffers])
+    buffers = [(t, t.clone()) for m in learn.model.modules() if isinstance(m, _NormBase) for t in m.buffers()]
+    return [(o, {k: _copy(vars(o)[k]) for k in keys}) for o,keys in fields],[(l, len(l)) for l in logs],buffers
 
 # %% ../nbs/43_runner.ipynb #3266e702
 def _clock():   # (Seconds, with the device's queued work finished first (for `tune`'s timings))

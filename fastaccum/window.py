@@ -36,7 +36,6 @@ class AccumWindow:
         "Empty the window: nothing held, no loss, the gradient at its accumulating scale"
         self.held,self.samples,self.items,self.losses = 0,0,0,[]
         self.scale,self.dropping,self.total,self.last = 1.,False,None,0
-
     def open(self, size, start=None): self.size,self.start = size,start   # (per process; `start` as its owner counts)
     @property
     def full(self)->float:   # (the items of a full window: the weights are shares of it while it accumulates)
