@@ -10,7 +10,6 @@ __all__ = ['split_sizes', 'FitPlan', 'loss_reduction', 'read_plan', 'split_size'
 # %% ../nbs/41_plan.ipynb #84c04907
 from bisect import bisect_left
 from dataclasses import dataclass
-from functools import cached_property
 from itertools import accumulate
 from typing import Callable
 import math, warnings
@@ -41,72 +40,39 @@ class FitPlan:
     loader_sizes:tuple|None=None # The loader batches of an epoch, per process (`None`: the loader cannot tell)
 
     def __post_init__(self):
-        "Every field checked once, where the plan is made"
+        "Every field checked once, where the plan is made, and what follows from them computed"
         check_positive_int('n_epoch', self.n_epoch, 'Pass the epochs of the fit.')
         check_positive_int('world_size', self.world_size, 'Pass the number of processes.')
         for name in ('loader_bs', 'split'): check_optional_int(name, getattr(self, name), 'Pass samples, or None.')
         check_bool('by_items', self.by_items); check_bool('drop_last', self.drop_last)
         check_choice('reduction', self.reduction, ('mean', 'sum'))
-        sizes = self.loader_sizes   # (ints, not bools, none below 0: the types first, so `min` compares ints only)
-        if sizes is not None and not (isinstance(sizes, tuple) and set(map(type, sizes)) <= {int}
-                                      and min(sizes, default=0) >= 0):
-            raise ValueError(f'`loader_sizes` must be a tuple of ints >= 0 (the samples of each loader batch), '
-                             f'got {sizes!r}.')
-
-    @property
-    def unit(self)->int|None:
-        "What a window grows by at each micro-batch, per process: a loader batch's largest piece, else a loader batch"
-        if self.split is None or self.loader_bs is None: return self.split or self.loader_bs
-        return split_sizes(self.loader_bs, self.split)[0]   # (48 split at 20 runs as 16, 16, 16: the unit is 16)
-
-    @property
-    def step_unit(self)->int|None:
-        "What a batch size is a whole number of: a micro-batch of every process (1 for items; `None`: unknown)"
-        return 1 if self.by_items else None if self.unit is None else self.unit*self.world_size
-
-    @cached_property
-    def sizes(self)->tuple|None:
-        "The micro-batches of an epoch, per process: the loader's batches, each split by `split`"
-        if self.loader_sizes is None or self.split is None: return self.loader_sizes
-        return tuple(s for n in self.loader_sizes for s in split_sizes(n, self.split))
-
-    @cached_property
-    def _starts(self)->tuple:
-        "Samples before each loader batch, and before each micro-batch, of an epoch (and the epoch's total last)"
-        return tuple(accumulate(self.loader_sizes, initial=0)),tuple(accumulate(self.sizes, initial=0))
-
-    @property
-    def epoch_samples(self)->int|None:
-        "Samples in an epoch, per process (`None`: the loader cannot tell)"
-        return None if self.loader_sizes is None else self._starts[0][-1]
+        bs,split,sizes = self.loader_bs,self.split,self.loader_sizes
+        if sizes is not None and not (isinstance(sizes, tuple) and all(type(s) is int and s >= 0 for s in sizes)):
+            raise ValueError(f'`loader_sizes` must be a tuple of ints >= 0 (the samples per batch), got {sizes!r}.')
+        # per process: what a window grows by (a loader batch's largest piece: 48 split at 20 runs as 16, 16, 16), an
+        # epoch's micro-batches and its samples; `step_unit`: what a batch size is a whole number of (1 for items)
+        unit = split or bs if split is None or bs is None else split_sizes(bs, split)[0]
+        pieces = sizes if sizes is None or split is None else tuple(s for n in sizes for s in split_sizes(n, split))
+        starts = None if sizes is None else (tuple(accumulate(sizes, initial=0)), tuple(accumulate(pieces, initial=0)))
+        derived = dict(unit=unit, step_unit=1 if self.by_items else unit and unit*self.world_size, sizes=pieces,
+                       epoch_samples=starts and starts[0][-1], _starts=starts)   # (samples before each batch, piece)
+        for name,value in derived.items(): object.__setattr__(self, name, value)   # (frozen: set here, once)
 
     def round(self, value:float, lo:int|None=None, hi:int|None=None)->int:
         "`value` (a policy's batch size) rounded down to whole `step_unit`s, at least one, within `lo`..`hi`"
         return whole_units(value, self.step_unit or 1, lo, hi)
-
     def done(self, i:int, offset:int=0)->int|None:
         "Samples of the epoch before sample `offset` of loader batch `i`, per process (`None`: the loader cannot tell)"
         return None if self.loader_sizes is None or i >= len(self.loader_sizes) else self._starts[0][i] + offset
-
     def left(self, i:int, offset:int=0)->int|None:
         "Samples of the epoch from there on, per process (`None`: unknown, or windows of items, whose counts are not)"
-        done = None if self.by_items else self.done(i, offset)
-        return None if done is None else self.epoch_samples - done
-
+        return None if self.by_items or (done := self.done(i, offset)) is None else self.epoch_samples - done
     def fraction(self, epoch:int, done:int|None)->float|None:
         "The fraction of the fit's training samples done with `done` samples of `epoch` (`None`: unknown)"
-        n = self.epoch_samples
-        return None if done is None or not n else (epoch + done/n)/self.n_epoch
-
+        return None if done is None or not self.epoch_samples else (epoch + done/self.epoch_samples)/self.n_epoch
     def extent(self, size:int)->int:
         "Samples per process a window of `size` holds when it starts an epoch (whole micro-batches; at most the epoch)"
-        starts = self._starts[1]
-        return starts[min(bisect_left(starts, self.per_process(size)), len(starts)-1)]
-
-    def per_process(self, size:int)->int|float:
-        "A batch size over all processes as each process holds it (items are counted over all processes)"
-        return size if self.by_items else size//self.world_size
-
+        return (starts := self._starts[1])[min(bisect_left(starts, size//self.world_size), len(starts)-1)]
     def _windows(self, done:int, size:int)->tuple:
         "The rest of the epoch from `done` in whole windows of `size` (a short last one counts), and a window's extent"
         extent,rest = self.extent(size),self.epoch_samples - done
@@ -114,37 +80,32 @@ class FitPlan:
 
     def step_position(self, epoch:int, done:int|None, size:int)->float|None:
         "The large batch's `pct_train` at the step of a window of `size` started after `done` samples of `epoch`"
-        n = self.epoch_samples
-        if done is None or not n: return None
         if self.by_items or not done: return self.fraction(epoch, done)
+        if not self.epoch_samples: return None
         windows,extent = self._windows(done, size)
-        return (epoch + (done/(done + windows*extent) if windows else done/n))/self.n_epoch
+        return (epoch + (done/(done + windows*extent) if windows else done/self.epoch_samples))/self.n_epoch
 
     def next_position(self, position:float, epoch:int, done:int|None, size:int)->float|None:
         "The next step of `epoch`: `position` moved forward by this window's share of the rest of the epoch"
         if done is None or not self.epoch_samples or self.by_items: return None
         return position + ((epoch+1)/self.n_epoch - position)/max(self._windows(done, size)[0], 2)
-
     def windows_per_epoch(self, size:int)->int|None:
         "Optimizer steps in an epoch with windows of `size` (`None`: the loader cannot tell, or windows count items)"
         if self.sizes is None or self.by_items: return None
-        return plan_epoch(list(self.sizes), self.per_process(size), self.drop_last).count(STEP)
+        return plan_epoch(list(self.sizes), size//self.world_size, self.drop_last).count(STEP)
 
     def check_size(self, size:int, name:str='accum_bs', fixed:bool=True)->str|None:
-        """Raise if a batch size over all processes, set by `name`, cannot work with this fit (`fixed`: it stays for the
-        fit, so an epoch must be able to fill it); return a warning if it accumulates nothing"""
-        what = 'items' if self.by_items else 'samples'
-        check_positive_int(name, size, f'Pass the number of {what} per optimizer step.')
+        "Raise if a batch size over all processes, set by `name` (`fixed`: for the fit), cannot work; warn if moot"
+        check_positive_int(name, size, f'Pass the {"items" if self.by_items else "samples"} per optimizer step.')
         if self.by_items: return None
         n,unit = self.world_size,self.unit
         if size % n: raise ValueError(f'`{name}={size}` is the global batch size over {n} processes, and each process '
             f'accumulates an equal share, so it must be a multiple of {n}: pass e.g. {name}={size - size%n or n} or '
             f'{size - size%n + n}.')
-        epoch = self.epoch_samples if fixed and self.drop_last else None
-        if epoch is not None and epoch < size//n:
-            raise ValueError(f'`{name}={size}` is more than an epoch holds ({epoch*n} samples) and drop_last=True '
-                             f'drops the partial window: no step would ever be taken. Pass {name} <= {epoch*n}, or '
-                             'drop_last=False.')
+        epoch = self.epoch_samples*n if fixed and self.drop_last and self.epoch_samples is not None else None
+        if epoch is not None and epoch < size: raise ValueError(f'`{name}={size}` is more than an epoch holds ({epoch} '
+            f'samples) and drop_last=True drops the partial window: no step would ever be taken. Pass {name} <= '
+            f'{epoch}, or drop_last=False.')
         if unit is not None and size//n < unit:
             per = f' ({size//n} in each of {n} processes)' if n > 1 else ''
             return (f'`{name}={size}`{per} is smaller than one micro-batch ({unit} samples): every micro-batch steps '
@@ -164,8 +125,7 @@ def read_plan(learn, split:Callable|int|None=None, by_items:bool=False, drop_las
 # %% ../nbs/41_plan.ipynb #5e7be3a7
 def split_size(micro_batch_size:int|str|None, max_micro_batch_size:int|None=None, found:int|None=None,
                tune:bool=False, whole_batch_loss:bool=False, bs:int|None=None)->int|None:
-    """The size loader batches of `bs` samples run in for the windows (`None`: whole), from `GradientAccumulation`'s
-    settings and the size an earlier fit `found`"""
+    "The size loader batches of `bs` run in for the windows (`None`: whole), from `GradientAccumulation`'s settings"
     mbs = micro_batch_size
     if mbs is None or whole_batch_loss: return None
     if bs is None: return mbs if isinstance(mbs, int) else None   # (a loader that declares no size: split as they come)
@@ -179,7 +139,6 @@ class FixedBatchSize:
     def __init__(self, setting:int|None=None, items:bool=False):   # (`items`: `setting` is `accum_items`)
         self.items = check_bool('items', items)
         self.setting = check_optional_int(self.name, setting, "Pass the batch size per step, or None.")
-
     @property
     def name(self)->str: return 'accum_items' if self.items else 'accum_bs'
 
@@ -192,24 +151,19 @@ class FixedBatchSize:
 
     def set(self, name:str, value:int, plan:FitPlan|None=None):
         "`name=value` set by hand, checked in its unit and, during a fit, against its `plan`; the next window takes it"
-        what = 'items' if self.items else 'samples'
-        if name != self.name: raise ValueError(f'This callback counts {what} per step ({self.name}={self.setting}): '
-            f'set {self.name}, not {name}. (Windows of items are made with accum_items= and count_items=.)')
-        check_positive_int(name, value, f'Pass the {what} per optimizer step.')
-        warning = None if plan is None else plan.check_size(value, name)
-        if warning: warnings.warn(warning)
+        if name != self.name: raise ValueError(f'This callback counts {"items" if self.items else "samples"} per step '
+            f'({self.name}={self.setting}): set {self.name}, not {name} (items: accum_items= with count_items=).')
+        if warning := (plan or FitPlan(by_items=self.items)).check_size(value, name): warnings.warn(warning)
         self.setting = value
 
 # %% ../nbs/41_plan.ipynb #7b2149c0
 class AdaptiveBatchSize:
-    """`suggestion()` (the noise scale's; NaN: none yet) rounded to whole micro-batches within `lo`..`hi`, at least
-    `min_units` of every process (2: a window the noise scale can measure); `base`'s size until there is one"""
+    "`suggestion()` (NaN: none yet, `base`'s size) rounded, in `lo`..`hi`, at least `min_units` micro-batches each"
     def __init__(self, base, suggestion:Callable, lo:int|None=None, hi:int|None=None, min_units:int=2):
         if not callable(suggestion):
             raise ValueError(f'`suggestion` must be callable: suggestion() -> a batch size, got {suggestion!r}.')
         for name,value in (('lo', lo), ('hi', hi)): check_optional_int(name, value, 'Pass a batch size, or None.')
-        if lo is not None and hi is not None and lo > hi:
-            raise ValueError(f'`lo={lo}` is more than `hi={hi}`. Pass lo <= hi.')
+        if None not in (lo, hi) and lo > hi: raise ValueError(f'`lo={lo}` is more than `hi={hi}`. Pass lo <= hi.')
         check_positive_int('min_units', min_units, 'Pass the least micro-batches of every process, e.g. 2.')
         self.base,self.suggestion,self.lo,self.hi,self.min_units = base,suggestion,lo,hi,min_units
 

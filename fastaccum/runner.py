@@ -6,30 +6,23 @@ Docs: https://fastaccum.github.io/fastaccum/runner.html.md"""
 
 # %% ../nbs/43_runner.ipynb #b6e1d832
 from __future__ import annotations
-import gc, numbers, time
+import gc
 from contextlib import nullcontext
 from itertools import accumulate
-import torch
-from fastcore.basics import store_attr
-from fastcore.xtras import modify_exception
-from fastai.callback.core import (CancelBatchException, CancelBackwardException, CancelStepException,
-                                  TrainEvalCallback)
+from fastai.basics import *
 from fastai.callback.schedule import ParamScheduler
-from fastai.torch_core import find_bs, apply
 from .plan import split_sizes
-from .checks import check_positive_int, check_optional_int, check_bool
+from .checks import check_positive_int, check_optional_int, check_bool, private
 from .parts import WindowListener, Releases
-from .distributed import all_reduce_sums, no_sync_model, OutOfMemoryElsewhere
+from .distributed import all_reduce_sums, ddp_world_size, no_sync_model, OutOfMemoryElsewhere
 from .integrations import log_beside_step
 
 # %% auto #0
 __all__ = ['is_out_of_memory', 'slice_batch', 'pieces', 'concat_outputs', 'fastai_batch', 'stateful_module', 'stateful_error',
-           'BatchRunner', 'check_layout', 'fit_runner', 'SizeTrials', 'WholeBatchLoss']
+           'BatchRunner', 'fit_runner', 'WholeBatchLoss']
 
 # %% ../nbs/43_runner.ipynb #a7c1e2d1
-from fastai.learner import Learner
-from .checks import private
-for _name in ('_do_one_batch', '_do_grad_opt', '_with_events', '_step', '_split', '_set_device', '_do_fit'):
+for _name in ('_do_one_batch', '_with_events', '_step', '_split', '_set_device', '_do_fit'):
     private(Learner, _name)   # (fastai's: the runner calls them, the fit scope replaces two of them)
 _NormBase = private(torch.nn.modules.batchnorm, '_NormBase')   # (the base of BatchNorm and InstanceNorm)
 
@@ -44,174 +37,154 @@ def is_out_of_memory(e:BaseException)->bool:
 # %% ../nbs/43_runner.ipynb #b01fc44a
 def slice_batch(b, n:int, start:int, end:int):
     "Samples `start:end` of the batch `b` of `n` samples (tensors in tuples, lists, dicts); what is not per sample kept"
-    if not (all(map(_is_int, (n, start, end))) and 0 <= start <= end <= n):
+    if not (all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (n, start, end))
+            and 0 <= start <= end <= n):
         raise ValueError(f'slice_batch: `start={start!r}` and `end={end!r}` must be ints with 0 <= start <= end <= n '
-                         f'(n={n!r}, the samples of the batch). Pass the first sample to keep and the one after '
-                         'the last.')
+                         f'(n={n!r}, the samples of the batch). Pass the first sample to keep and the one after it.')
     return apply(lambda t: t[start:end] if isinstance(t, torch.Tensor) and t.ndim and t.shape[0] == n else t, b)
 
 def pieces(n:int, size:int|None)->list:
     "`(start, samples)` of each piece of at most `size` (`None`: whole) of a batch of `n`, as even as possible"
-    if not _is_int(n) or n < 0:
-        raise ValueError(f'pieces: `n` must be the samples of the batch, an int >= 0, got {n!r}.')
     check_optional_int('size', size, 'Pass the largest piece in samples, or None for the whole batch.')
-    if n == 0: return [(0, 0)]   # an empty batch runs once, as it is
-    sizes = split_sizes(n, min(size or n, n))
+    sizes = split_sizes(n, size or n or 1) or [0]   # (an empty batch runs once, as it is)
     return list(zip(accumulate(sizes, initial=0), sizes))
 
-def _is_int(v): return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
 # %% ../nbs/43_runner.ipynb #5859e69e
-def _same_tensor(o, first):   # (`first`'s very memory: a parameter or buffer returned by every piece)
-    return o.data_ptr() == first.data_ptr() and o.shape == first.shape and o.stride() == first.stride()
-
-def _same_values(outputs, first):   # (shapes first: per-sample outputs of uneven pieces cost no comparison)
-    return all(o.shape == first.shape for o in outputs) and all(torch.equal(o, first) for o in outputs)
-
 def concat_outputs(outputs:list, sizes:list|None=None):
     "The `outputs` of consecutive pieces (of `sizes` samples) joined along the batch; what is not per sample once"
     if not isinstance(outputs, (list, tuple)) or not outputs:
-        raise ValueError(f'concat_outputs: `outputs` must be a non-empty list of the pieces\' outputs, '
-                         f'got {outputs!r}.')
-    if sizes is not None and len(sizes) != len(outputs):
-        raise ValueError(f'concat_outputs: `sizes` gives {len(sizes)} pieces for {len(outputs)} outputs. '
-                         'Pass the samples of each piece, in order.')
-    first = outputs[0]
-    if len(outputs) == 1: return first   # (one piece: no copy)
+        raise ValueError(f"concat_outputs: `outputs` must be a non-empty list of the pieces' outputs, got {outputs!r}.")
+    if sizes is not None and len(sizes) != len(outputs): raise ValueError(
+        f'concat_outputs: `sizes` gives {len(sizes)} pieces for {len(outputs)} outputs. Pass each piece\'s samples.')
+    first,rest = outputs[0],outputs[1:]
+    if not rest: return first   # (one piece: no copy)
     if isinstance(first, torch.Tensor):
-        if all(_same_tensor(o, first) for o in outputs[1:]): return first
+        memory = lambda t: (t.data_ptr(), t.shape, t.stride())   # (a parameter or buffer returned by every piece)
+        if all(memory(o) == memory(first) for o in rest): return first
         per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes)))
-        # the same in every piece first: prototypes as many as a piece's samples are not per sample (unless their
-        # rows are all alike, as a head's zeros at its start: then they are taken as per sample)
-        if _same_values(outputs[1:], first) and not (per_sample and bool((first == first[:1]).all())): return first
+        same = all(o.shape == first.shape for o in rest) and all(torch.equal(o, first) for o in rest)
+        if same and not (per_sample and bool((first == first[:1]).all())): return first
         if per_sample: return torch.cat(outputs)
         raise ValueError(f'An output of shape {tuple(first.shape)} is not per sample (its first dimension is not '
-                         'the samples of each piece) and differs between the pieces of a batch: the whole batch\'s '
-                         'cannot be made from pieces. Return per-sample outputs (and what is the same for every '
-                         'sample once), or pass micro_batch_size=None.')
+                         "the samples of each piece) and differs between the pieces of a batch. Return per-sample "
+                         'outputs (and what is the same for every sample once), or pass micro_batch_size=None.')
     if isinstance(first, (tuple, list)): return type(first)(concat_outputs(list(o), sizes) for o in zip(*outputs))
     if isinstance(first, dict): return {k: concat_outputs([o[k] for o in outputs], sizes) for k in first}
     return first
 
 # %% ../nbs/43_runner.ipynb #899428ee
-def fastai_batch(learn, forward, backward=None):
-    "fastai's `_do_one_batch` (and `_do_grad_opt`) with `forward(xb)` for the model's call and `backward()` for its own"
-    learn.pred = forward(learn.xb)
-    learn('after_pred')
-    if len(learn.yb):
-        learn.loss_grad = learn.loss_func(learn.pred, *learn.yb)
-        learn.loss = learn.loss_grad.clone()
-    learn('after_loss')
-    if not learn.training or not len(learn.yb): return
-    if backward is None: return learn._do_grad_opt()
-    learn._with_events(backward, 'backward', CancelBackwardException)
-    learn._with_events(learn._step, 'step', CancelStepException)
-    learn.opt.zero_grad()
+def fastai_batch(learn, i:int, b, forward, backward=None):
+    "fastai's `one_batch` for loader batch `i` with `forward(xb)` for the model's call and `backward()` for its own"
+    def do_one_batch():   # (fastai's `_do_one_batch` and `_do_grad_opt`)
+        learn.pred = forward(learn.xb)
+        learn('after_pred')
+        if len(learn.yb):
+            learn.loss_grad = learn.loss_func(learn.pred, *learn.yb)
+            learn.loss = learn.loss_grad.clone()
+        learn('after_loss')
+        if not learn.training or not len(learn.yb): return
+        learn._with_events(backward, 'backward', CancelBackwardException)
+        learn._with_events(learn._step, 'step', CancelStepException)
+        learn.opt.zero_grad()
+    learn.iter = i
+    learn._split(learn._set_device(b))
+    learn._with_events(do_one_batch, 'batch', CancelBatchException)
 
 # %% ../nbs/43_runner.ipynb #4c930353
-_PASS_ON_RESET = {('fastai.distributed', 'DataParallel.reset'), ('fastai.distributed', 'DistributedDataParallel.reset'),
-                  ('fastai.text.models.core', 'SequentialRNN.reset'),
-                  ('fastai.text.models.core', 'SentenceEncoder.reset')}
-
-def _keeps_state(m):   # (Whether the module `m` keeps state between batches: its class has a `reset()` of its own)
-    reset = getattr(type(m), 'reset', None)
-    if not callable(reset): return False
-    where = getattr(reset, '__module__', None) or ''
-    return (where, getattr(reset, '__qualname__', None)) not in _PASS_ON_RESET and not where.startswith('torchmetrics')
+_PASS_ON_RESET = ('fastai.distributed.DataParallel.reset', 'fastai.distributed.DistributedDataParallel.reset',
+                  'fastai.text.models.core.SequentialRNN.reset', 'fastai.text.models.core.SentenceEncoder.reset')
 
 def stateful_module(model)->str|None:
     "The first module of `model` that keeps state between batches (its class has `reset()`, as `AWD_LSTM`), or `None`"
     for name,m in model.named_modules():
-        if _keeps_state(m): return f'`{name}` ({type(m).__name__})' if name else f'the model ({type(m).__name__})'
-    return None
+        reset = getattr(type(m), 'reset', None)
+        where = f"{getattr(reset, '__module__', None) or ''}.{getattr(reset, '__qualname__', None)}"
+        if callable(reset) and where not in _PASS_ON_RESET and not where.startswith('torchmetrics'):
+            return f'`{name}` ({type(m).__name__})' if name else f'the model ({type(m).__name__})'
 
 def stateful_error(stateful:str, n:int, size:int, what:str='micro_batch_size')->ValueError:
     "The error refusing to split a batch of `n` in pieces of `size` (by `what`) for a model keeping state (`stateful`)"
-    if what == 'inference': fix = (f'Pass inference batches of at most {size} samples (a validation loader with a '
-                                   'smaller batch), or micro_batch_size=None.')
-    else: fix = ('Use a loader batch that fits in memory without splitting (micro_batch_size=None, or one >= the '
-                 f"loader's batch of {n}), and accum_bs=... for a larger batch: GradientAccumulation(accum_bs) "
-                 'accumulates whole loader batches without splitting them.')
-    return ValueError(f'{what} would run batches of {n} samples in pieces of {size}, but the model keeps state '
-                      f"between batches: {stateful} has a reset() method, as fastai's AWD_LSTM (reset by "
-                      f'ModelResetter). Each row of a piece would start from the state another piece left. {fix}')
+    fix = (f'Pass inference batches of at most {size} samples, or micro_batch_size=None.' if what == 'inference' else
+           f"Pass micro_batch_size=None (or one >= the loader's batch of {n}) with a loader batch that fits, and "
+           'accum_bs=... for a larger batch: GradientAccumulation(accum_bs) accumulates whole loader batches.')
+    return ValueError(f'{what} would run batches of {n} samples in pieces of {size}, but {stateful} keeps state '
+                      f"between batches (a reset() method, as AWD_LSTM's): a piece would start from another's. {fix}")
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
 class BatchRunner(WindowListener):
-    """Runs each loader batch through fastai's events: whole, in pieces of at most `size` (inference: `infer_size`), or
-    in GradCache's two passes (`whole`, a `WholeBatchLoss`). With `auto`, running out of memory halves the size and runs
-    again (`sync`, the fit's `WindowSync`, tells the other processes; `on_redo()`, the accumulation callback); `tune`
-    times `size`, half and a quarter of it, and keeps the fastest; `count()` (the callback's `count_samples`) checks
-    where a batch's samples lie"""
+    """Runs each loader batch through fastai's events: whole, in pieces of at most `size` (inference: `infer_size`), in
+    GradCache's two passes (`whole`); `auto` halves on running out of memory, `tune` times sizes, `count()` checks"""
     def __init__(self, learn, size:int|None=None, auto:bool=False, tune:bool=False, infer_size:int|None=None,
                  whole=None, sync=None, on_redo=None, count=None):
         for name,value in (('size', size), ('infer_size', infer_size)):
             check_optional_int(name, value, 'Pass the largest piece in samples, or None for whole batches.')
         check_bool('auto', auto); check_bool('tune', tune)
-        if tune and size is None:
-            raise ValueError('`tune=True` times pieces of `size` and smaller: pass size=..., the largest.')
-        if whole is not None and not all(callable(getattr(whole, f, None)) for f in ('forward', 'backward')):
+        if tune and size is None: raise ValueError('`tune=True` times `size` and below: pass size=..., the largest.')
+        if whole is not None and not isinstance(whole, WholeBatchLoss):
             raise ValueError(f'`whole` must be a WholeBatchLoss (GradCache\'s two passes) or None, got {whole!r}.')
         store_attr()
         self.skip,self.restart,self.told,self.stateful = 0,(0, 0),None,stateful_module(learn.model)
         self.found,self.how = None,()   # the size `auto` or `tune` found in this fit, and how (told once settled)
-        self.counters = []   # (fastai's batch counters, silenced on all pieces but the last: found at `install`)
-        self.trials = SizeTrials(size, learn) if tune else None
+        self.counters = [cb for cb in learn.cbs if isinstance(cb, TrainEvalCallback)]   # (fastai's: at last pieces)
+        self.trials,self.timed,self.clock = _trials(size) if tune else [],{},None   # (`tune`'s, below)
         self._stop()
 
     def install(self, releases:Releases):
         "Be the Learner's `one_batch` until `releases` closes (then fastai's counters count every batch again)"
-        counters = [cb for cb in self.learn.cbs if isinstance(cb, TrainEvalCallback)]
-        for cb in counters: releases.replace(cb, 'run_train', True)
+        for cb in self.counters: releases.replace(cb, 'run_train', True)
         releases.replace(self.learn, 'one_batch', self.one_batch)
         releases.callback(self._stop)
-        self.counters,self.active = counters,True
+        self.active = True
         return self
 
     def _use(self, size:int|None, how:str|None=None):
         "The one writer of `size`: a trial's, a halving's (`how`: found), a continued fit's"
         self.size = size
         if how is not None: self.found,self.how = size,tuple(dict.fromkeys(self.how + (how,)))
-
     def resume(self, size:int, told:int|None):
         "Continue a fit at the size it ran (`told`: the size it had found and printed, if any)"
         self._use(size)
         self.told,self.found = told,None if told is None else size
-
     def _stop(self): self.active,self.batches,self.undo,self.piece,self.window_starts = False,[],None,(True, 0, 1.),True
-
     def start_epoch(self): self.window_starts,self.batches = True,[]   # (an epoch's first piece starts a window)
+    def window_dropped(self): self.window_starts = True
 
     def one_batch(self, i, b):
         "fastai's `one_batch` for loader batch `i`, run as this runner runs it"
         i,learn = i + self.skip,self.learn
         if not learn.training:
             if self.infer_size is None and not self.auto: return type(learn).one_batch(learn, i, b)
-            return self._whole_events(i, b, self._infer_forward)
-        if self.whole is not None: return self._whole_events(i, b, self.whole.forward, self.whole.backward)
+            return fastai_batch(learn, i, b, lambda xb: self._forward(xb, self._infer, 'inference'))
+        if self.whole is not None:
+            return fastai_batch(learn, i, b, lambda xb: self._forward(xb, self.whole.forward, 'whole_batch_loss'),
+                                self.whole.backward)
         if self.size is None: return type(learn).one_batch(learn, i, b)
         self._split(i, learn._set_device(b))
-
-    def _whole_events(self, i, b, forward, backward=None):
-        "One batch of fastai's events, with `forward` (and `backward`) for the model's"
-        learn = self.learn
-        learn.iter = i
-        learn._split(learn._set_device(b))
-        learn._with_events(lambda: fastai_batch(learn, forward, backward), 'batch', CancelBatchException)
 
     def _split(self, i, b):
         "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
         self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # (the window's, to run it again)
         n,self.at = find_bs(b),(len(self.batches)-1, 0)   # (where it runs from: after running out of memory, `restart`)
-        self._check(b, n, self.size)
+        self.check_layout(b, n, self.size)
         return self._smaller(lambda: self._run(*self.at), n, undo=self._restore)
 
-    def _check(self, b, n, size):
-        "Refuse a batch whose samples `count` finds along another dimension than its pieces' (`check_layout`)"
-        if self.count is not None: check_layout(self.learn, self.count, b, n, min(size or n, n))
+    def check_layout(self, b, n:int, size:int|None, what:str='micro_batch_size'):
+        "Refuse to cut batch `b` of `n` rows in pieces of `size` (by `what`) for a stateful model, or across samples"
+        learn,k = self.learn,min(size or n, n)
+        if self.stateful is not None and k < n: raise stateful_error(self.stateful, n, k, what)
+        if self.count is None: return
+        saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
+        try:
+            for rows,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
+                learn._split(part)
+                if (counted := self.count() if len(learn.yb) else rows) != rows: raise ValueError(f'count_samples() '
+                    f'counts {counted} samples in {rows} rows, but micro_batch_size cuts along the first dimension '
+                    "(batches (seq_len, bs)?). Serve batch-first batches, or micro_batch_size=None and accum_bs=....")
+        finally: learn.xb,learn.yb = saved
 
     def _run(self, k, offset):
-        "The pieces of the loader batches `self.batches[k:]`, from sample `offset` of the first"
+        "The pieces of the loader batches `self.batches[k:]`, from sample `offset` of the first: fastai's batch events"
+        learn = self.learn
         while k < len(self.batches):
             i,b = self.batches[k]
             n = find_bs(b)
@@ -219,22 +192,20 @@ class BatchRunner(WindowListener):
                 if not self.active: return   # removed mid-batch (`remove_cb`): fastai's loop goes on without us
                 if self.window_starts: k = self._window_starts(k, offset)   # (`tune` may change the size here)
                 size = split_sizes(n-offset, self.size)[0]
-                self._piece(i, b, n, offset, size)
+                learn.iter,self.piece = i,(offset+size == n, offset, size/n)
+                for cb in self.counters: object.__setattr__(cb, 'run_train', self.piece[0])   # (counted at the last)
+                learn._split(slice_batch(b, n, offset, offset+size))
+                learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
                 offset += size
             k,offset = k+1,0
-
-    def _piece(self, i, b, n, offset, size):
-        "fastai's batch events on samples `offset:offset+size` of loader batch `i` (its counters: at the last piece)"
-        learn,last = self.learn,offset+size == n
-        learn.iter,self.piece = i,(last, offset, size/n)
-        for cb in self.counters: object.__setattr__(cb, 'run_train', last)   # `pct_train`, `train_iter`: once a batch
-        learn._split(slice_batch(b, n, offset, offset+size))
-        learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
 
     def _window_starts(self, k, offset):
         "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
         self.window_starts = False
-        if self.trials is not None: self._use(self.trials.window_starts(self.size))
+        if self.trials:   # `tune`: the next size to time (the first window, `None`, warms up at the size in use)
+            if self.clock is not None and self.trials[0] is None: del self.trials[0]
+            self.clock = _clock()
+            self._use(self.trials[0] or self.size)
         if not self.auto: return k
         del self.batches[:k]
         self.restart,self.undo = (0, offset),_snapshot(self.learn)
@@ -243,45 +214,42 @@ class BatchRunner(WindowListener):
     def window_closed(self, window):
         "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
         self.window_starts = True
-        if self.trials is not None and not self.trials.chosen:
-            size = self.trials.window_closed(self.size, window)
-            self._use(size, 'the fastest of those tried' if self.trials.chosen else None)
-        if self.found is not None and self.told != self.size and (self.trials is None or self.trials.chosen):
-            self._tell()
+        if self.trials and self.clock is not None and self.trials[0] is not None:   # (an epoch's short window: again)
+            if window.held >= window.size: self.timed[self.trials.pop(0)] = (_clock() - self.clock)/window.samples
+            if not self.trials:   # the fastest per sample (under DDP, by the times summed over the processes)
+                times = list(self.timed.values())
+                if ddp_world_size(self.learn) > 1: times = all_reduce_sums(times, one_param(self.learn.model).device)
+                self._use(list(self.timed)[times.index(min(times))], 'the fastest of those tried')
+        if self.found is not None and self.told != self.size and not self.trials:
+            print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
+            log_beside_step(self.learn, micro_bs=self.size)
+            self.told = self.size
 
-    def window_dropped(self): self.window_starts = True
-
-    def _tell(self):   # (Print the size found, once (and again if it changes), and log it to W&B)
-        print(f'fastaccum: micro-batches of {self.size} samples ({" and ".join(self.how)})')
-        log_beside_step(self.learn, micro_bs=self.size)
-        self.told = self.size
-
-    def _smaller(self, run, n:int, size:str='size', undo=None, agree:bool=True):
-        "`run()`; with `auto`, on running out of memory: free it, halve the attribute `size`, `undo()`, and run again"
+    def _smaller(self, run, n:int, what:str="micro_batch_size='auto'", undo=None):
+        "`run()`; with `auto`, out of memory: free it, halve the size `what` runs at, `undo()` a window, rerun"
         while True:
             try: return run()
             except BaseException as e:
                 elsewhere = isinstance(e, OutOfMemoryElsewhere)
                 if not (self.auto and (elsewhere or is_out_of_memory(e))): raise
-                if agree and self.sync is not None and not elsewhere: self.sync.out_of_memory()
-                self._free(training=agree)
-                half = min(getattr(self, size) or n, n)//2
+                if undo is not None and self.sync is not None and not elsewhere: self.sync.out_of_memory()
+                self._free(window=undo is not None)
+                half = min((self.infer_size if what == 'inference' else self.size) or n, n)//2
                 if not half: raise modify_exception(e, "(micro_batch_size='auto': micro-batches of 1 sample run out "
                     'of memory too. Free memory (a smaller model, MixedPrecision, activation checkpointing) or use a '
                     'larger device.)')
-                if self.stateful is not None:   # a smaller piece would split the batch of a model that keeps state
-                    what = 'whole_batch_loss' if self.whole is not None else "micro_batch_size='auto'"
-                    raise stateful_error(self.stateful, n, half, 'inference' if size == 'infer_size' else what) from e
-                if size == 'infer_size': self.infer_size = half
-                else: self._use(half, 'found by micro_batch_size="auto"')
-                if self.trials is not None and size == 'size': self.trials.restart(self.size)
+                if self.stateful is not None: raise stateful_error(self.stateful, n, half, what) from e
+                if what == 'inference': self.infer_size = half
+                else:
+                    self._use(half, 'found by micro_batch_size="auto"')
+                    if self.trials: self.trials,self.timed,self.clock = _trials(half),{},None   # (timed again)
                 if undo is not None: undo()
 
-    def _free(self, training:bool):
-        "Leave what the failed forward was inside of (autocast, `no_sync`); free its memory and the window's gradient"
+    def _free(self, window:bool):
+        "Leave what the failed forward was inside of (autocast, `no_sync`); free its memory (and a `window`'s gradient)"
         learn,autocast = self.learn,_autocast(self.learn)
         if autocast is not None and torch.is_autocast_enabled(autocast.device): autocast.__exit__(None, None, None)
-        if training:
+        if window:
             if self.sync is not None: self.sync.release()
             learn.pred = learn.loss = learn.loss_grad = None
             learn.model.zero_grad(set_to_none=True)   # part of the gradient may already be written
@@ -291,68 +259,44 @@ class BatchRunner(WindowListener):
         if torch.cuda.is_available(): torch.cuda.empty_cache()
 
     def _restore(self):   # (Undo what the failed window changed, and have it run again from its first piece)
-        learn,saved = self.learn,self.undo
-        learn.pct_train,learn.train_iter = saved['pct_train'],saved['train_iter']
-        for log,n in saved['logs']: del log[n:]
-        for metric,state in saved['metrics']: vars(metric).update({k: _copy(v) for k,v in state.items()})
-        for t,value in saved['buffers']: t.copy_(value)
-        if saved['wandb_epoch'] is not None: learn.wandb._wandb_epoch = saved['wandb_epoch']
-        self.window_starts,self.at = True,self.restart   # (the window's first piece)
+        fields,logs,buffers = self.undo
+        for o,state in fields: vars(o).update({k: _copy(v) for k,v in state.items()})
+        for log,n in logs: del log[n:]
+        for t,value in buffers: t.copy_(value)
+        self.window_starts,self.at = True,self.restart
         if self.on_redo is not None: self.on_redo()
 
-    def _infer_forward(self, xb):
-        "The inference batch's forward in pieces of at most `infer_size` (halved on running out of memory, with `auto`)"
-        n,model = find_bs(xb),self.learn.model
-        self._check((*xb, *self.learn.yb), n, self.infer_size)
-        if self.stateful is not None and (self.infer_size or n) < n:
-            raise stateful_error(self.stateful, n, self.infer_size, 'inference')
-        def run():
-            parts = pieces(n, self.infer_size)
-            return concat_outputs([model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
-        return self._smaller(run, n, size='infer_size', agree=False)
+    def _forward(self, xb, run, what:str):
+        "An inference batch's forward or GradCache's first pass, `run(xb, n)`: checked, then with `auto` made smaller"
+        n,size = find_bs(xb),self.infer_size if what == 'inference' else self.size
+        self.check_layout((*xb, *self.learn.yb), n, size, what)
+        return self._smaller(lambda: run(xb, n), n, what)
+    def _infer(self, xb, n):   # (The inference batch's forward in pieces of at most `infer_size`)
+        parts = pieces(n, self.infer_size)
+        return concat_outputs([self.learn.model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
 
 def _autocast(learn): return getattr(getattr(learn, 'mixed_precision', None), 'autocast', None)   # `MixedPrecision`'s
-
-# %% ../nbs/43_runner.ipynb #d8b0c0e3
-def check_layout(learn, count, b, n:int, k:int):
-    "Refuse a batch `b` of `n` rows cut in pieces of `k` whose samples `count()` finds along another dimension"
-    saved = vars(learn).get('xb'),vars(learn).get('yb')   # (none yet at a fit's first batch)
-    try:
-        for size,part in [(n, b)] + ([(k, slice_batch(b, n, 0, k))] if k < n else []):
-            learn._split(part)
-            counted = count() if len(learn.yb) else size   # (no targets: unlabelled inference)
-            if counted != size: raise ValueError(
-                f'micro_batch_size cuts batches along their first dimension, but count_samples() counts {counted} '
-                f'samples in {size} rows: the samples lie along another dimension (e.g. batches (seq_len, bs)), '
-                "and pieces would cut them. Serve batch-first batches (transpose in the model's forward), or pass "
-                'micro_batch_size=None and accum_bs=... to accumulate whole loader batches.')
-    finally: learn.xb,learn.yb = saved
 
 # %% ../nbs/43_runner.ipynb #42e303c3
 def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=None, tune:bool=False,
                whole_batch_loss:bool=False, batchnorm=None, sync=None, on_redo=None, releases:Releases|None=None,
                count=None):
-    """The fit's `BatchRunner` from `GradientAccumulation`'s settings, installed on the fit's `releases` (`None`:
-    batches run as fastai runs them); with 'auto' it starts from `remembered`; the rest is passed on to the runner"""
+    "The fit's `BatchRunner` from `GradientAccumulation`'s settings, installed on `releases` (`None`: fastai's batches)"
     check_bool('tune', tune); check_bool('whole_batch_loss', whole_batch_loss)
-    if micro_batch_size is None:
-        if tune or whole_batch_loss:
-            raise ValueError(f'`{"tune" if tune else "whole_batch_loss"}=True` runs the model in pieces of '
-                             "`micro_batch_size`: pass micro_batch_size=..., or 'auto'.")
-        return None
-    if micro_batch_size != 'auto':
-        check_positive_int('micro_batch_size', micro_batch_size, "Pass the largest micro-batch in samples, or 'auto'.")
+    if micro_batch_size is None and (tune or whole_batch_loss):
+        raise ValueError(f'`{"tune" if tune else "whole_batch_loss"}=True` runs the model in pieces of '
+                         "`micro_batch_size`: pass micro_batch_size=..., or 'auto'.")
+    if micro_batch_size is None: return None
+    fixed = None if micro_batch_size == 'auto' else check_positive_int('micro_batch_size', micro_batch_size,
+                                                                       "Pass the largest micro-batch, or 'auto'.")
     check_optional_int('remembered', remembered, 'Pass the size to start from, or None.')
     if not isinstance(releases, Releases):
-        raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it, "
-                         'and removed when it closes.')
-    fixed = None if micro_batch_size == 'auto' else micro_batch_size
+        raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it.")
     split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
     runner = BatchRunner(learn, split, fixed is None, tune and plan.split is not None, fixed or remembered, sync=sync,
                          on_redo=on_redo, count=count)
     if whole_batch_loss: runner.whole = WholeBatchLoss(runner, batchnorm)
-    bs = plan.loader_bs
-    if runner.stateful is not None and bs is not None and split is not None and (split < bs or tune):
+    if runner.stateful is not None and None not in (bs := plan.loader_bs, split) and (split < bs or tune):
         raise stateful_error(runner.stateful, bs, split if split < bs else split//2,
                              'whole_batch_loss' if whole_batch_loss else 'micro_batch_size')
     return runner.install(releases)
@@ -360,57 +304,27 @@ def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=N
 # %% ../nbs/43_runner.ipynb #bf7aeab4
 def _copy(v): return v.clone() if isinstance(v, torch.Tensor) else list(v) if isinstance(v, list) else v
 
-def _snapshot(learn):   # (What a window changes before its step, to undo)
+def _snapshot(learn):   # (What a window changes before its step, to undo: fields of objects, logs' lengths, buffers)
     recorder,wandb = getattr(learn, 'recorder', None),getattr(learn, 'wandb', None)
-    metrics,logs = [],[l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
+    fields = [(learn, ('pct_train', 'train_iter'))] + [(wandb, ('_wandb_epoch',))]*hasattr(wandb, '_wandb_epoch')
+    logs = [l for cb in learn.cbs if isinstance(cb, ParamScheduler) for l in getattr(cb, 'hps', {}).values()]
     if recorder is not None:
-        metrics = [recorder.smooth_loss, recorder.loss, *recorder.metrics]
-        logs += [recorder.losses, recorder.lrs, *getattr(recorder, 'hps', {}).values()]
-        if hasattr(recorder, 'accum_bs'): logs.append(recorder.accum_bs)
-    buffers = [t for m in learn.model.modules() if isinstance(m, _NormBase) for t in m.buffers()]
-    return dict(pct_train=learn.pct_train, train_iter=learn.train_iter, logs=[(l, len(l)) for l in logs],
-                metrics=[(m, {k: _copy(v) for k,v in vars(m).items()}) for m in metrics],
-                buffers=[(t, t.clone()) for t in buffers], wandb_epoch=getattr(wandb, '_wandb_epoch', None))
+        fields += [(m, tuple(vars(m))) for m in (recorder.smooth_loss, recorder.loss, *recorder.metrics)]
+        logs += [recorder.losses, recorder.lrs, getattr(recorder, 'accum_bs', []),
+                 *getattr(recorder, 'hps', {}).values()]
+    buffers = [(t, t.clone()) for m in learn.model.modules() if isinstance(m, _NormBase) for t in m.buffers()]
+    return [(o, {k: _copy(vars(o)[k]) for k in keys}) for o,keys in fields],[(l, len(l)) for l in logs],buffers
 
 # %% ../nbs/43_runner.ipynb #3266e702
 def _clock():   # (Seconds, with the device's queued work finished first (for `tune`'s timings))
     if torch.cuda.is_available(): torch.cuda.synchronize()
     return time.perf_counter()
 
-class SizeTrials:
-    "`tune`: time candidate sizes one window each, after a window to warm up, and keep the fastest"
-    def __init__(self, size:int, learn=None):
-        self.learn,self.chosen = learn,False
-        self.restart(size)
-
-    def restart(self, size:int):
-        "Try `size`, half and a quarter of it (again, after running out of memory)"
-        self.sizes = list(dict.fromkeys(max(size//d, 1) for d in (1, 2, 4)))
-        self.seconds,self.current,self.start = {},None,None
-
-    def window_starts(self, size:int)->int:
-        "The size the starting window runs at"
-        if self.chosen: return size
-        untimed = [s for s in self.sizes if s not in self.seconds]
-        self.current = untimed[0] if self.start is not None or self.current is not None else 'warm-up'
-        self.start = _clock()
-        return self.current if isinstance(self.current, int) else size
-
-    def window_closed(self, size:int, window)->int:
-        "Time the window that stepped (not an epoch's short one); once all are timed, the fastest"
-        if self.chosen or self.start is None: return size
-        if isinstance(self.current, int) and window.held >= window.size:
-            self.seconds[self.current] = (_clock() - self.start)/window.samples
-        if len(self.seconds) < len(self.sizes): return size
-        times,dist = [self.seconds[s] for s in self.sizes],torch.distributed
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            times = all_reduce_sums(times, next(self.learn.model.parameters()).device)
-        self.chosen = True
-        return self.sizes[times.index(min(times))]
+def _trials(size:int)->list:   # (`tune`'s sizes to time: a window to warm up (`None`), then `size`, half, a quarter)
+    return [None, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
 
 # %% ../nbs/43_runner.ipynb #a3a15b8d
 def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
-
 def _set_rng_state(state):
     torch.set_rng_state(state[0])
     if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
@@ -424,26 +338,18 @@ def _tensors(x):   # (The tensors of an output (tensors, and tuples, lists and d
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
     def __init__(self, runner:BatchRunner, batchnorm=None):   # (`batchnorm`: the fit's `WindowBatchNorm`)
-        if not isinstance(runner, BatchRunner):
-            raise ValueError(f'`runner` must be the BatchRunner whose `size` the pieces have, got {runner!r}.')
+        if not isinstance(runner, BatchRunner): raise ValueError(f'`runner` must be the BatchRunner, got {runner!r}.')
         self.runner,self.batchnorm,self.chunks,self.leaves,self.per_sample = runner,batchnorm,[],None,[]
 
-    def forward(self, xb):
-        "The whole batch's output, computed in pieces without a graph: its tensors are leaves for the loss's gradient"
-        n = find_bs(xb)
-        self.runner._check((*xb, *self.runner.learn.yb), n, self.runner.size)
-        return self.runner._smaller(lambda: self._first_pass(xb, n), n, agree=False)
-
-    def _first_pass(self, xb, n):
+    def forward(self, xb, n:int):
+        "The output of the whole batch `xb` of `n` samples, in pieces without a graph: its tensors are leaves"
         model,outs,self.chunks = self.runner.learn.model,[],[]
         with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else nullcontext()):
             for start,k in pieces(n, self.runner.size):
                 self.chunks.append((start, k, _rng_state()))
                 outs.append(model(*slice_batch(xb, n, start, start+k)))
-        self.after_first = _rng_state()
-        whole = concat_outputs(outs, [k for _,k,_ in self.chunks])
+        self.after_first,whole = _rng_state(),concat_outputs(outs, [k for _,k,_ in self.chunks])
         tensors = _tensors(whole)
-        # what was put together from the pieces is per sample; what was passed through once is the same in every piece
         self.per_sample = [len(outs) > 1 and t is not o for t,o in zip(tensors, _tensors(outs[0]))]
         self.leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
         leaves = iter(self.leaves)   # (fastai's `apply` walks an output in `_tensors`' order)
@@ -455,25 +361,19 @@ class WholeBatchLoss:
         learn.loss_grad.backward()
         xb,n = learn.xb,find_bs(learn.xb)
         grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in self.leaves]
-        sync_model,autocast = no_sync_model(learn.model),_autocast(learn)
+        sync_model,autocast = no_sync_model(learn.model),_autocast(learn) or nullcontext()
         try:
             for j,(start,k,state) in enumerate(self.chunks):
                 _set_rng_state(state)   # the same dropout masks as the first pass
                 if self.batchnorm is not None: self.batchnorm.new_piece()
-                # under DDP, the pieces but the last keep their gradients local: the batch synchronizes once
-                hold = sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext()
-                with hold:
-                    with autocast if autocast is not None else nullcontext():
-                        outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
-                    # a per-sample output takes its slice of the gradient; one the same for every piece, an equal share
-                    pairs = [(o, g[start:start+k] if each else g/len(self.chunks))
-                             for o,g,t,each in zip(outs, grads, self.leaves, self.per_sample)
-                             if t.requires_grad and o.requires_grad]
-                    torch.autograd.backward([o for o,_ in pairs], [g.to(o.dtype) for o,g in pairs])
+                with sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext():
+                    with autocast: outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
+                    pairs = [(o, (g[start:start+k] if each else g/len(self.chunks)).to(o.dtype)) for o,g,t,each in
+                             zip(outs, grads, self.leaves, self.per_sample) if t.requires_grad and o.requires_grad]
+                    torch.autograd.backward([o for o,_ in pairs], [g for _,g in pairs])
         except BaseException as e:
-            if is_out_of_memory(e): raise modify_exception(e, f'{e.args[0] if e.args else e} (whole_batch_loss: the '
-                f'second pass keeps the graph of a piece of {self.chunks[0][1]} samples. Pass a smaller '
-                'micro_batch_size.)', replace=True)
+            if is_out_of_memory(e): modify_exception(e, '(whole_batch_loss: the second pass keeps the graph of '
+                                                     f'{self.chunks[0][1]} samples. Pass a smaller micro_batch_size.)')
             raise
         finally: _set_rng_state(self.after_first)
         self.leaves,self.chunks = None,[]

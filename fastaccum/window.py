@@ -36,11 +36,9 @@ class AccumWindow:
         "Empty the window: nothing held, no loss, the gradient at its accumulating scale"
         self.held,self.samples,self.items,self.losses = 0,0,0,[]
         self.scale,self.dropping,self.total,self.last = 1.,False,None,0
-
     def open(self, size, start=None): self.size,self.start = size,start   # (per process; `start` as its owner counts)
-
     @property
-    def full(self)->float:   # the items of a full window, which the weights are shares of while it accumulates
+    def full(self)->float:   # (the items of a full window: the weights are shares of it while it accumulates)
         return 1. if self.reduction == 'sum' else self.size if self.by_items else self.size*self.items_per_sample
 
     def plan(self, amount, is_last:bool, left=None)->str:
@@ -48,18 +46,15 @@ class AccumWindow:
         if not self.held and self.drop_last and left is not None and left < self.size: self.dropping = True
         if self.dropping: return SKIP
         return STEP if self.held + amount >= self.size or (is_last and not self.drop_last) else ACCUM
-
     def weight(self, items)->float:
         "Factor for the loss of a micro-batch of `items`: its share of a full window, at the gradient's current scale"
         return self.scale if self.reduction == 'sum' else self.scale*items/self.full
-
     def close(self, total, world_size:int=1)->float:
         "At the last micro-batch: the factor for the gradient so far that makes the step the mean over `total` items"
         if not total and self.reduction == 'mean': raise ValueError(   # (only items can count 0: `count_items`)
             '`count_items` gave 0 for every micro-batch of a window: it has no mean loss (the large batch\'s is 0/0). '
             'If that count is right, use windows that hold items (a larger accum_bs); else return the items the loss '
             'averages over, e.g. (learn.yb[0] != -100).sum().')
-        # DDP averages the processes' gradients, so each one contributes `world_size` times its share
         scale = world_size if self.reduction == 'sum' else world_size*self.full/total
         factor,self.scale,self.total = scale/self.scale,scale,total
         return factor
@@ -73,7 +68,6 @@ class AccumWindow:
     def mean_loss(self):
         "The window's loss as the large batch computes it: the mean over its items (for a summed loss, the sum)"
         if self.reduction == 'sum': return sum(l for l,_ in self.losses)
-        # a micro-batch without items has no loss (0/0): it adds nothing (a count kept as a tensor: 0, not NaN)
         total = sum(l*i if _number(i) else (l*i).nan_to_num(0.) for l,i in self.losses if not _number(i) or i)
         return total/(max(self.items, 1e-30) if _number(self.items) else self.items)   # (a tensor divided there)
 
