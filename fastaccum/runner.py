@@ -50,27 +50,45 @@ def pieces(n:int, size:int|None)->list:
     return list(zip(accumulate(sizes, initial=0), sizes))
 
 # %% ../nbs/43_runner.ipynb #5859e69e
-def concat_outputs(outputs:list, sizes:list|None=None):
-    "The `outputs` of consecutive pieces (of `sizes` samples) joined along the batch; what is not per sample once"
+def _tensors(x):   # (The tensors of an output (tensors, and tuples, lists and dicts of them), in order)
+    if isinstance(x, dict): x = list(x.values())
+    if isinstance(x, (tuple, list)): return [t for o in x for t in _tensors(o)]
+    return [x] if isinstance(x, torch.Tensor) else []
+
+def _joined(join, outputs:list):   # (Alike `outputs` rebuilt as the first's types, `join(tensors)` at each tensor)
+    first = outputs[0]
+    if isinstance(first, torch.Tensor): return join(outputs)
+    if not isinstance(first, (tuple, list, dict)): return first
+    keys = list(first) if isinstance(first, dict) else range(len(first))
+    parts = [_joined(join, [o[k] for o in outputs]) for k in keys]
+    if not isinstance(first, dict): return type(first)(*parts) if hasattr(first, '_fields') else type(first)(parts)
+    out = copy(first)   # (a dict's subclass, as transformers' `ModelOutput`, whose `update` refuses)
+    for k,v in zip(keys, parts): out[k] = v
+    return out
+
+def concat_outputs(outputs:list, sizes:list|None=None, inputs:list|None=None):
+    "The `outputs` of consecutive pieces (of `sizes` samples, from `inputs`) joined along the batch"
     if not isinstance(outputs, (list, tuple)) or not outputs:
         raise ValueError(f"concat_outputs: `outputs` must be a non-empty list of the pieces' outputs, got {outputs!r}.")
     if sizes is not None and len(sizes) != len(outputs): raise ValueError(
         f'concat_outputs: `sizes` gives {len(sizes)} pieces for {len(outputs)} outputs. Pass each piece\'s samples.')
-    first,rest = outputs[0],outputs[1:]
-    if not rest: return first   # (one piece: no copy)
-    if isinstance(first, torch.Tensor):
+    same_inputs = lambda: inputs is not None and all(torch.equal(s, t) for i in inputs[1:]
+                                                     for s,t in zip(_tensors(i), _tensors(inputs[0])))
+    def join(ts):
+        first,rest = ts[0],ts[1:]
         memory = lambda t: (t.data_ptr(), t.shape, t.stride())   # (a parameter or buffer returned by every piece)
         if all(memory(o) == memory(first) for o in rest): return first
-        per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(outputs, sizes)))
+        per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(ts, sizes)))
         same = all(o.shape == first.shape for o in rest) and all(torch.equal(o, first) for o in rest)
-        if same and not (per_sample and bool((first == first[:1]).all())): return first
-        if per_sample: return torch.cat(outputs)
+        if same and not (per_sample and (bool((first == first[:1]).all()) or same_inputs())): return first
+        if per_sample: return torch.cat(ts)
+        if not first.ndim:   # (a batch mean: the pieces' means weighted by their samples)
+            w = torch.tensor(sizes or [1]*len(ts), device=first.device)
+            return torch.stack(ts).mul(w/w.sum()).sum()
         raise ValueError(f'An output of shape {tuple(first.shape)} is not per sample (its first dimension is not '
                          "the samples of each piece) and differs between the pieces of a batch. Return per-sample "
                          'outputs (and what is the same for every sample once), or pass micro_batch_size=None.')
-    if isinstance(first, (tuple, list)): return type(first)(concat_outputs(list(o), sizes) for o in zip(*outputs))
-    if isinstance(first, dict): return {k: concat_outputs([o[k] for o in outputs], sizes) for k in first}
-    return first
+    return outputs[0] if len(outputs) == 1 else _joined(join, outputs)   # (one piece: no copy)
 
 # %% ../nbs/43_runner.ipynb #899428ee
 def fastai_batch(learn, i:int, b, forward, backward=None):
@@ -273,7 +291,8 @@ class BatchRunner(WindowListener):
         return self._smaller(lambda: run(xb, n), n, what)
     def _infer(self, xb, n):   # (The inference batch's forward in pieces of at most `infer_size`)
         parts = pieces(n, self.infer_size)
-        return concat_outputs([self.learn.model(*slice_batch(xb, n, s, s+k)) for s,k in parts], [k for _,k in parts])
+        inputs = [slice_batch(xb, n, s, s+k) for s,k in parts]
+        return concat_outputs([self.learn.model(*x) for x in inputs], [k for _,k in parts], inputs)
 
 def _autocast(learn): return getattr(getattr(learn, 'mixed_precision', None), 'autocast', None)   # `MixedPrecision`'s
 
@@ -329,11 +348,6 @@ def _set_rng_state(state):
     torch.set_rng_state(state[0])
     if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
 
-def _tensors(x):   # (The tensors of an output (tensors, and tuples, lists and dicts of them), in order)
-    if isinstance(x, dict): x = list(x.values())
-    if isinstance(x, (tuple, list)): return [t for o in x for t in _tensors(o)]
-    return [x] if isinstance(x, torch.Tensor) else []
-
 # %% ../nbs/43_runner.ipynb #b70a133b
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
@@ -343,17 +357,18 @@ class WholeBatchLoss:
 
     def forward(self, xb, n:int):
         "The output of the whole batch `xb` of `n` samples, in pieces without a graph: its tensors are leaves"
-        model,outs,self.chunks = self.runner.learn.model,[],[]
+        model,outs,inputs,self.chunks = self.runner.learn.model,[],[],[]
         with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else nullcontext()):
             for start,k in pieces(n, self.runner.size):
                 self.chunks.append((start, k, _rng_state()))
-                outs.append(model(*slice_batch(xb, n, start, start+k)))
-        self.after_first,whole = _rng_state(),concat_outputs(outs, [k for _,k,_ in self.chunks])
+                inputs.append(slice_batch(xb, n, start, start+k))
+                outs.append(model(*inputs[-1]))
+        self.after_first,whole = _rng_state(),concat_outputs(outs, [k for _,k,_ in self.chunks], inputs)
         tensors = _tensors(whole)
         self.per_sample = [len(outs) > 1 and t is not o for t,o in zip(tensors, _tensors(outs[0]))]
         self.leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
-        leaves = iter(self.leaves)   # (fastai's `apply` walks an output in `_tensors`' order)
-        return apply(lambda o: next(leaves) if isinstance(o, torch.Tensor) else o, whole)
+        leaves = iter(self.leaves)   # (in `_tensors`' order)
+        return _joined(lambda _: next(leaves), [whole])
 
     def backward(self):
         "The loss's backward to the leaves, then each piece again with a graph, backpropagating its share"
@@ -368,7 +383,8 @@ class WholeBatchLoss:
                 if self.batchnorm is not None: self.batchnorm.new_piece()
                 with sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext():
                     with autocast: outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
-                    pairs = [(o, (g[start:start+k] if each else g/len(self.chunks)).to(o.dtype)) for o,g,t,each in
+                    share = lambda g, each: (g[start:start+k] if g.ndim else g*k/n) if each else g/len(self.chunks)
+                    pairs = [(o, share(g, each).to(o.dtype)) for o,g,t,each in
                              zip(outs, grads, self.leaves, self.per_sample) if t.requires_grad and o.requires_grad]
                     torch.autograd.backward([o for o,_ in pairs], [g for _,g in pairs])
         except BaseException as e:
