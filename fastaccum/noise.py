@@ -106,8 +106,7 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
     def b_simple(self)->float:
         "The smoothed noise scale: the average of tr(Σ) over that of |G|² (NaN until both are positive)"
         return self._trace_avg/self._sqnorm_avg if self._sqnorm_avg > 0 and self._trace_avg > 0 else float('nan')
-    def own_event(self)->bool:   # the fit's own event (fastai's validations, `summary`, `tta` fire `before_fit` too)
-        return not (self.learn.lock.locked() or inside_fit(self.learn))
+    def own_event(self)->bool: return not (self.learn.lock.locked() or inside_fit(self.learn))   # (not a validation's)
     def joined(self):
         "A `b_simple` column for the Recorder (not in `lr_find`), on the fit's scope: it outlives a `remove_cb`"
         if 'lr_finder' not in vars(self.learn): self.scope.releases.replace(

@@ -185,11 +185,8 @@ class BatchSizeWarmup(_PerFit, WindowListener):
         self._replaced,ga.policy,self.ga,self.noise = ga.policy,self,ga,noise   # (the fit's policy: this one's `size`)
         self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
 
-    def size(self,
-        position, # The fraction of training done (not read)
-        plan, # The fit's plan
-    )->int:
-        "The batch of the window that starts now: the one in use, or grown by the rule when a change is due"
+    def size(self, position:float, plan)->int:
+        "The batch of the window that starts now (`position` not read): the one in use, or grown by the rule when due"
         ga,now = self.ga,self.in_use
         if ga.n_steps - self.changed_at < self.min_steps: return now
         suggestion,cap = self.noise.b_simple,plan.round(self.max_bs, lo=now)
