@@ -165,9 +165,8 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
 
     def after_step(self):
         "The optimizer stepped: the window's estimates go into the moving averages, the `history` and the loggers"
-        measured,self._measured = self._measured,None
-        if measured is None: return
-        sqnorm,trace,size = measured
+        if self._measured is None: return
+        (sqnorm,trace,size),self._measured = self._measured,None
         if math.isfinite(sqnorm) and math.isfinite(trace):   # (else: left out of the averages)
             b = self.beta
             self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace

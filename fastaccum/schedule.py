@@ -216,8 +216,7 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
     def after_batch(self):
         "Log the value in use beside each point the Recorder (and W&B) records"
         super().after_batch()
-        recorder = self._recorder
-        if hasattr(recorder, 'accum_bs') and recorder.run_train: recorder.accum_bs.append(self.in_use)
+        if hasattr(recorder := self._recorder, 'accum_bs') and recorder.run_train: recorder.accum_bs.append(self.in_use)
         log_beside_step(self.learn, accum_bs=self.in_use)
 
 # %% ../nbs/12_schedule.ipynb #24de9cd6

@@ -100,8 +100,7 @@ class KeepTimescales(_PerFit):
     def __init__(self,
         reference:int|None=None, # The batch the timescales are kept at (`None`: the fit's first window's)
     ):
-        self.reference = check_optional_int('reference', reference, 'Pass the batch size to keep the timescales at, '
-                                            'or None.')
+        self.reference = check_optional_int('reference', reference, 'Pass the batch size to keep them at, or None.')
         self.rules,self.in_fit_reference,self._set = None,None,None   # (`_set`: the values a step changed, to put back)
     def _release(self): self._restore(); self.ga = None
     def _start(self, learn, loaded):
