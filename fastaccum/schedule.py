@@ -228,9 +228,8 @@ def preview(self:GradientAccumulationSchedule,
     items_per_batch:float|None=None, # With `items=True`: the items a micro-batch holds, on average
 )->list:
     "`history` as a fit of `n_epoch` epochs of `n_batches` full micro-batches would record it"
-    learn,mbs = self.__dict__.get('learn'),self.settings.micro_batch_size   # (no `learn` until it joins a Learner)
-    micro_bs = micro_batch_size or (mbs if isinstance(mbs, int) else None) or (   # ('auto' is found in training)
-        loader_bs(learn.dls.train) if learn is not None else None)
+    mbs,learn = self.settings.micro_batch_size,self.learn   # ('auto' is found in training; no `learn` until it joins)
+    micro_bs = micro_batch_size or (mbs if isinstance(mbs, int) else None) or (learn and loader_bs(learn.dls.train))
     if micro_bs is None and not self.items: raise ValueError("micro_batch_size='auto' finds the micro-batch size in "
         'training: pass micro_batch_size=... to preview the schedule.' if mbs == 'auto' else 'The schedule is '
         'previewed in whole micro-batches: no loader or `micro_batch_size` gives their size. Pass micro_batch_size=...')
