@@ -64,11 +64,15 @@ class GradientTaps:
         "The norms of the gradient kept since `forget`, one per parameter a backward reached (in no set order)"
         grads = list(self._sums.values()) if self.pieces else self._grads
         return grads if self.at_once and not self.pieces or not grads else torch._foreach_norm(grads)
-    def forget(self):
-        "Let go of what the hooks kept"
-        self._grads.clear(); self._sums.clear()
+    def forget(self): self._grads.clear(); self._sums.clear()   # (let go of what the hooks kept)
 
 # %% ../nbs/14_noise_scale.ipynb #ec9b7ecb
+def _no_fit()->dict:
+    "A noise scale's fields of a fit, none set (as it is made, and in a copy): each fit's training sets them"
+    return dict(releases=Releases(), taps=GradientTaps(), _pairs=[], params=[],
+                **dict.fromkeys(('measuring', '_loaded', '_sharded', '_on_cpu'), False),
+                **dict.fromkeys(('learn', '_weighed', '_measured', '_scaler', '_tb', 'scope')))
+
 class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvisor):
     "Measure the gradient noise scale B_simple = tr(Σ)/|G|² at each step, from the micro-batches and the window"
     order = MixedPrecision.order+0.5   # after `MixedPrecision` unscales the window's gradient, before `GradientClip`
@@ -87,20 +91,12 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         if min_bs is not None and max_bs is not None and min_bs > max_bs:
             raise ValueError(f'`min_bs={min_bs}` is more than `max_bs={max_bs}`. Pass min_bs <= max_bs.')
         store_attr()
-        self.history,self._sqnorm_avg,self._trace_avg = [],0.,0.
-        self._no_fit()
-
-    def _no_fit(self):
-        "None of a fit's parts (as made, and in a copy); each fit's training sets them"
-        self.releases,self.learn,self.taps,self._pairs,self.params = Releases(),None,GradientTaps(),[],[]
-        self.measuring,self._loaded,self._sharded,self._on_cpu = False,False,False,False
-        self._weighed = self._measured = self._scaler = self._tb = self.scope = None
+        self.__dict__.update(_no_fit(), history=[], _sqnorm_avg=0., _trace_avg=0.)
 
     def __copy__(self):
         "A copy with the settings and a history of its own, and none of a fit's parts"
         new = object.__new__(type(self))
-        new.__dict__.update(vars(self), history=list(self.history))
-        new._no_fit()
+        new.__dict__.update(vars(self), history=list(self.history), **_no_fit())
         return new
     def __getstate__(self)->dict:
         "Pickled (`learn.export()` in a fit) as a copy is made, on its Learner: the next fit starts afresh"
@@ -110,8 +106,7 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
     def b_simple(self)->float:
         "The smoothed noise scale: the average of tr(Σ) over that of |G|² (NaN until both are positive)"
         return self._trace_avg/self._sqnorm_avg if self._sqnorm_avg > 0 and self._trace_avg > 0 else float('nan')
-    def own_event(self)->bool:   # the fit's own event (fastai's validations, `summary`, `tta` fire `before_fit` too)
-        return not (self.learn.lock.locked() or inside_fit(self.learn))
+    def own_event(self)->bool: return not (self.learn.lock.locked() or inside_fit(self.learn))   # (not a validation's)
     def joined(self):
         "A `b_simple` column for the Recorder (not in `lr_find`), on the fit's scope: it outlives a `remove_cb`"
         if 'lr_finder' not in vars(self.learn): self.scope.releases.replace(
@@ -122,10 +117,9 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         learn = self.learn
         if self.measuring or 'lr_finder' in vars(learn): return
         if (ga := find_cb(learn, GradientAccumulation)) is None: raise ValueError(
-            "The Learner's `GradientAccumulation` is fastai's, not fastaccum's (a star import of fastai after "
-            "fastaccum's replaced it): import fastaccum after fastai, or `from fastaccum.all import "
-            'GradientAccumulation`.' if find_cb(learn, FastaiAccumulation) else "GradientNoiseScale measures while "
-            "fastaccum's GradientAccumulation (or GradientAccumulationSchedule) accumulates: add one to the Learner.")
+            "The Learner's `GradientAccumulation` is fastai's, not fastaccum's: import fastaccum after fastai."
+            if find_cb(learn, FastaiAccumulation) else "GradientNoiseScale measures while fastaccum's "
+            'GradientAccumulation (or GradientAccumulationSchedule) accumulates: add one to the Learner.')
         if not self._loaded: self._sqnorm_avg,self._trace_avg,self.history = 0.,0.,[]
         self.measuring,self._loaded,self._weighed = True,False,None
         self.releases.callback(setattr, self, 'measuring', False)
@@ -136,7 +130,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         if self.every and not self._sharded: self.taps.watch(self.params, self.releases)
         self._scaler,self._tb = (getattr(learn, n, None) for n in ('scaler', 'tensor_board'))   # (once: slow lookups)
 
-    # -- the window's events (from the accumulation callback), each micro-batch, each step
     def _new_window(self, *args): self._pairs.clear()   # (started, dropped, or closed whatever the step did)
     window_started = window_dropped = window_closed = _new_window
     def micro_batch_weighed(self, weighed:Weighed):   # (what a micro-batch's pair needs; `lr_find` measures nothing)
@@ -172,9 +165,8 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
 
     def after_step(self):
         "The optimizer stepped: the window's estimates go into the moving averages, the `history` and the loggers"
-        measured,self._measured = self._measured,None
-        if measured is None: return
-        sqnorm,trace,size = measured
+        if self._measured is None: return
+        (sqnorm,trace,size),self._measured = self._measured,None
         if math.isfinite(sqnorm) and math.isfinite(trace):   # (else: left out of the averages)
             b = self.beta
             self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace
@@ -212,7 +204,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         a,b,c,d,k = totals
         return ((big*a + b)/k, (big*c + d)/k) if k else (float('nan'), float('nan'))
 
-    # -- a checkpoint's share (`TrainingCheckpoint`)
     def state_dict(self)->dict:
         "The smoothed estimates and the history; `in_fit`: taken inside a fit (to continue it), else after one"
         return dict(sqnorm_avg=self._sqnorm_avg, trace_avg=self._trace_avg, history=list(self.history),

@@ -32,7 +32,7 @@ class ScheduledBatchSize:
         schedule:Callable|dict, # `schedule(start_bs, final_bs)(pos)` (a fastai annealer), or `{position: batch size}`
         n_epoch:int, # Epochs of the fit (what an epoch index is a fraction of)
     ):
-        store_attr('start_bs,final_bs,schedule')
+        store_attr('start_bs,final_bs')
         self.start_pct,self.finish_pct = _fraction('start', start, n_epoch),_fraction('finish', finish, n_epoch)
         if self.start_pct > self.finish_pct: raise ValueError(f'`start={start}` is after `finish={finish}` in a fit '
                                                               f'of {n_epoch} epochs. Pass start <= finish.')
@@ -62,10 +62,9 @@ def _fraction(name, value, n_epoch=None):
         raise ValueError(f'`{name}` must be a float fraction of training in [0, 1] or an int epoch index, got '
                          f'{value!r}. Pass e.g. {name}=0.3 or {name}=2.')
     if not isinstance(value, numbers.Integral):
-        if not 0 <= value <= 1: raise ValueError(f'`{name}` is NaN. Pass a float fraction of training in [0, 1], e.g. '
-            f'{name}=0.3, or an int epoch index.' if math.isnan(value) else f'`{name}={value}` is a float outside '
-            f'[0, 1]. A float is a fraction of training; for an epoch index pass an int, e.g. '
-            f'{name}={int(value) if math.isfinite(value) else 2}.')
+        if math.isnan(value): raise ValueError(f'`{name}` is NaN. Pass a fraction of training, e.g. {name}=0.3.')
+        if not 0 <= value <= 1: raise ValueError(f'`{name}={value}` is a float outside [0, 1]. A float is a fraction '
+            f'of training; for an epoch index pass an int, e.g. {name}={int(value) if math.isfinite(value) else 2}.')
         return float(value)
     if value < 0: raise ValueError(f'`{name}={value}` is a negative epoch index. Pass an epoch index >= 0, or a '
                                    'fraction in [0, 1].')
@@ -103,8 +102,7 @@ class _ScheduleSetting(SizeSetting):
             raise ValueError(f'`start={start}` is after `finish={finish}`. Pass start <= finish.')
         if isinstance(self.schedule, dict): self._check_milestones()
         elif not callable(self.schedule): raise ValueError('`schedule` must be callable as schedule(start_accum_bs, '
-            f'final_accum_bs)(pos), or a dict of milestones {{position: accum_bs}}, got {self.schedule!r}. Pass '
-            'e.g. SchedCos, or {0.25: 64, 0.5: 128}.')
+            f'final_accum_bs)(pos), or a dict {{position: accum_bs}}, got {self.schedule!r}. Pass e.g. SchedCos.')
 
     def _check_milestones(self):
         "`{position: accum_bs}`: positions as `start`/`finish` take them, positive ints, the last `final_accum_bs`"
@@ -112,8 +110,7 @@ class _ScheduleSetting(SizeSetting):
             raise ValueError('`schedule` is an empty dict of milestones. Pass e.g. schedule={0.25: 64, 0.5: 128}.')
         for position,value in self.schedule.items():
             _fraction(f'schedule key {position!r}', position)
-            check_positive_int(f'schedule[{position!r}]', value, 'A milestone gives the batch size from its position '
-                               'on.')
+            check_positive_int(f'schedule[{position!r}]', value, 'A milestone is the batch size from its position on.')
         last = self.schedule[max(self.schedule)]   # (the last in order, when all are of one kind)
         if len({isinstance(p, numbers.Integral) for p in self.schedule}) == 1 and last != self.final_accum_bs:
             raise ValueError(f'The last milestone gives {last}, but `final_accum_bs={self.final_accum_bs}`. Make them '
@@ -123,11 +120,9 @@ class _ScheduleSetting(SizeSetting):
         "The schedule over this fit's epochs (`lr_find`: `start_accum_bs`, in whole micro-batches)"
         if 'lr_finder' in vars(learn): return FixedBatchSize(self.lr_find_size(plan), self.items)
         if advisor is not None and advisor.adapt: raise ValueError('GradientNoiseScale(adapt=True) sets the batch '
-            'size, and GradientAccumulationSchedule sets it too. Choose one: GradientAccumulation with '
-            'GradientNoiseScale(adapt=True), or the schedule with GradientNoiseScale(adapt=False).')
+            'size, and so does the schedule. Choose one: GradientNoiseScale(adapt=False), or GradientAccumulation.')
         if plan.step_unit is None: raise ValueError('GradientAccumulationSchedule rounds `accum_bs` to whole '
-            'micro-batches, and neither the training loader nor `micro_batch_size` gives their size. '
-            'Pass micro_batch_size=...')
+            'micro-batches, and no loader or `micro_batch_size` gives their size. Pass micro_batch_size=...')
         _warn_rounded(self, plan)
         if plan.drop_last:   # a value no window of an epoch can reach would drop every window, without a word
             milestones = self.schedule.values() if isinstance(self.schedule, dict) else ()
@@ -221,8 +216,7 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
     def after_batch(self):
         "Log the value in use beside each point the Recorder (and W&B) records"
         super().after_batch()
-        recorder = self._recorder
-        if hasattr(recorder, 'accum_bs') and recorder.run_train: recorder.accum_bs.append(self.in_use)
+        if hasattr(recorder := self._recorder, 'accum_bs') and recorder.run_train: recorder.accum_bs.append(self.in_use)
         log_beside_step(self.learn, accum_bs=self.in_use)
 
 # %% ../nbs/12_schedule.ipynb #24de9cd6
@@ -234,13 +228,11 @@ def preview(self:GradientAccumulationSchedule,
     items_per_batch:float|None=None, # With `items=True`: the items a micro-batch holds, on average
 )->list:
     "`history` as a fit of `n_epoch` epochs of `n_batches` full micro-batches would record it"
-    learn,mbs = self.__dict__.get('learn'),self.settings.micro_batch_size   # (no `learn` until it joins a Learner)
-    micro_bs = micro_batch_size or (mbs if isinstance(mbs, int) else None) or (   # ('auto' is found in training)
-        loader_bs(learn.dls.train) if learn is not None else None)
-    if micro_bs is None and not self.items: raise ValueError(
-        "micro_batch_size='auto' finds the micro-batch size in training: pass micro_batch_size=... to preview the "
-        'schedule.' if mbs == 'auto' else 'The schedule is previewed in whole micro-batches, and no loader or '
-        '`micro_batch_size` gives their size. Pass micro_batch_size=...')
+    mbs,learn = self.settings.micro_batch_size,self.learn   # ('auto' is found in training; no `learn` until it joins)
+    micro_bs = micro_batch_size or (mbs if isinstance(mbs, int) else None) or (learn and loader_bs(learn.dls.train))
+    if micro_bs is None and not self.items: raise ValueError("micro_batch_size='auto' finds the micro-batch size in "
+        'training: pass micro_batch_size=... to preview the schedule.' if mbs == 'auto' else 'The schedule is '
+        'previewed in whole micro-batches: no loader or `micro_batch_size` gives their size. Pass micro_batch_size=...')
     if self.items and items_per_batch is None:
         raise ValueError('A schedule in items needs the items of a micro-batch to preview it. Pass items_per_batch=...')
     plan = FitPlan(n_epoch=n_epoch, loader_bs=micro_bs, by_items=self.items, drop_last=self.settings.drop_last,

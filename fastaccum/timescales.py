@@ -49,24 +49,17 @@ class OptimizerTimescales:
         opt, # The Learner's optimizer: fastai's `SGD`, `RMSProp`, `Adam`, `RAdam`, `Lamb`, or `ranger` (`Lookahead`)
     ):
         inner = opt.opt if isinstance(opt, Lookahead) else opt
-        if not isinstance(inner, Optimizer): raise ValueError(
-            f"KeepTimescales knows the hyper-parameters of fastai's optimizers (SGD, RMSProp, Adam, RAdam, Lamb, "
-            f"ranger), not of {type(inner).__name__}. Pass opt_func=Adam (or SGD, RAdam, ...), or remove "
-            'KeepTimescales.')
+        if not isinstance(inner, Optimizer): raise ValueError("KeepTimescales knows the hyper-parameters of fastai's "
+            f'optimizers, not of {type(inner).__name__}. Pass opt_func=Adam (or SGD, ...), or remove KeepTimescales.')
         steps = {getattr(getattr(f, 'func', f), '__name__', repr(f)): f for f in inner.cbs}   # (a `partial`'s too)
-        if unknown := [n for n in steps if n not in _STEPS]: raise ValueError(
-            f"KeepTimescales does not know what the hyper-parameters of the optimizer's step function {unknown[0]!r} "
-            f"average over (it knows {', '.join(_STEPS)}). Use SGD, RMSProp, Adam, RAdam, Lamb or ranger, or remove "
-            'KeepTimescales.')
+        if unknown := [n for n in steps if n not in _STEPS]: raise ValueError('KeepTimescales does not know what the '
+            f"hyper-parameters of the step function {unknown[0]!r} average over (it knows {', '.join(_STEPS)}). "
+            'Use SGD, RMSProp, Adam, RAdam, Lamb or ranger, or remove KeepTimescales.')
         average = steps.get('average_grad')
         self.mom,self.sqr_mom,self.decoupled = average is not None,'average_sqr_grad' in steps,'weight_decay' in steps
         self.damped = self.mom and bool(getattr(average, 'keywords', {}).get('dampening', False))
-
-    @property
-    def names(self)->list:
-        "The hyper-parameters the rules may change"
-        return [n for n,on in dict(lr=self.mom and not self.damped, mom=self.mom, sqr_mom=self.sqr_mom,
-                                   wd=self.decoupled).items() if on]
+        on = dict(lr=self.mom and not self.damped, mom=self.mom, sqr_mom=self.sqr_mom, wd=self.decoupled)
+        self.names = [n for n,v in on.items() if v]   # the hyper-parameters the rules may change
 
     def adjusted(self,
         hypers:dict, # A parameter group's hyper-parameters as the step's schedulers (and `lr_scale`) set them
@@ -107,15 +100,13 @@ class KeepTimescales(_PerFit):
     def __init__(self,
         reference:int|None=None, # The batch the timescales are kept at (`None`: the fit's first window's)
     ):
-        self.reference = check_optional_int('reference', reference, 'Pass the batch size to keep the timescales at, '
-                                            'or None.')
+        self.reference = check_optional_int('reference', reference, 'Pass the batch size to keep them at, or None.')
         self.rules,self.in_fit_reference,self._set = None,None,None   # (`_set`: the values a step changed, to put back)
     def _release(self): self._restore(); self.ga = None
     def _start(self, learn, loaded):
         "The fit's accumulation callback and the optimizer's rules (refused if unknown); the reference batch"
-        if (ga := find_cb(learn, GradientAccumulation)) is None: raise ValueError("KeepTimescales keeps the "
-            "timescales as the batch of fastaccum's GradientAccumulation changes: add GradientAccumulation (or "
-            'GradientAccumulationSchedule) to the Learner.')
+        if (ga := find_cb(learn, GradientAccumulation)) is None: raise ValueError("KeepTimescales follows the batch "
+            "of fastaccum's GradientAccumulation: add GradientAccumulation (or GradientAccumulationSchedule).")
         self.rules = OptimizerTimescales(learn.opt)
         self.in_fit_reference = loaded['reference'] if loaded else self.reference or ga.parts.size
         if self._recorder is not None:
@@ -154,6 +145,8 @@ class KeepTimescales(_PerFit):
                     kept_hps=None if kept is None else {k: list(v) for k,v in kept.items()})
 
 # %% ../nbs/17_timescales.ipynb #b965c982
+_PLACE = ('in_use', 'changed_at', 'samples')   # where a warm-up is (a state's, with its decisions)
+
 class BatchSizeWarmup(_PerFit, WindowListener):
     "`accum_bs` grows with the measured critical batch: from the accumulation callback's, never down, to `max_bs`"
     order = ParamScheduler.order-2   # (its `before_train` after the accumulation callback's, which starts the fit)
@@ -177,9 +170,8 @@ class BatchSizeWarmup(_PerFit, WindowListener):
     def _start(self, learn, loaded):
         "The accumulation callback follows this warm-up (a loaded state continues), with the noise scale's measure"
         ga,noise = find_cb(learn, GradientAccumulation),find_cb(learn, GradientNoiseScale)
-        if ga is None or noise is None: raise ValueError("BatchSizeWarmup follows GradientNoiseScale's measure "
-            "while fastaccum's GradientAccumulation accumulates: add both, e.g. cbs=[GradientAccumulation(32, "
-            "lr_scale='sqrt'), GradientNoiseScale(), BatchSizeWarmup(max_bs=512)].")
+        if ga is None or noise is None: raise ValueError("BatchSizeWarmup needs GradientNoiseScale and fastaccum's "
+            'GradientAccumulation: add both, e.g. GradientAccumulation(32), GradientNoiseScale(), BatchSizeWarmup(64).')
         if isinstance(ga, GradientAccumulationSchedule) or noise.adapt: raise ValueError("BatchSizeWarmup sets the "
             'batch size, and so does GradientAccumulationSchedule (or GradientNoiseScale(adapt=True)). Choose one: '
             'use GradientAccumulation with GradientNoiseScale(adapt=False).')
@@ -192,11 +184,8 @@ class BatchSizeWarmup(_PerFit, WindowListener):
         self._replaced,ga.policy,self.ga,self.noise = ga.policy,self,ga,noise   # (the fit's policy: this one's `size`)
         self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
 
-    def size(self,
-        position, # The fraction of training done (not read)
-        plan, # The fit's plan
-    )->int:
-        "The batch of the window that starts now: the one in use, or grown by the rule when a change is due"
+    def size(self, position:float, plan)->int:
+        "The batch of the window that starts now (`position` not read): the one in use, or grown by the rule when due"
         ga,now = self.ga,self.in_use
         if ga.n_steps - self.changed_at < self.min_steps: return now
         suggestion,cap = self.noise.b_simple,plan.round(self.max_bs, lo=now)
@@ -212,10 +201,8 @@ class BatchSizeWarmup(_PerFit, WindowListener):
         if self.ga is not None: self.samples += window.samples*self.ga.plan.world_size
     def state_dict(self)->dict:
         "The batch in use, the step it was set at, the samples and the decisions; `in_fit`: taken inside a fit"
-        return dict(in_use=self.in_use, changed_at=self.changed_at, samples=self.samples, history=list(self.history),
-                    in_fit=self.ga is not None)
-
-    def _take(self, state:dict, keys=('in_use', 'changed_at', 'samples')):
+        return dict({k: getattr(self, k) for k in _PLACE}, history=list(self.history), in_fit=self.ga is not None)
+    def _take(self, state:dict, keys=_PLACE):
         "The warm-up where `state` says (`_finished`, a state after a fit: only its decisions)"
         vars(self).update({k: state[k] for k in keys}, history=list(state['history']))
     def _finished(self, state): self._take(state, keys=())
