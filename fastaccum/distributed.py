@@ -14,9 +14,9 @@ from packaging.version import Version
 from .checks import check_choice, private
 
 # %% auto #0
-__all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'bare_model', 'no_sync_model',
-           'fsdp_root', 'set_fsdp_reduce', 'fsdp_reduce', 'fsdp_held_gradients', 'fsdp_unsharded_params',
-           'OutOfMemoryElsewhere', 'WindowSync', 'fix_distributed_dl_broadcast', 'check_distrib_ctx']
+__all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'bare_model', 'no_sync_model', 'fsdp_root',
+           'set_fsdp_reduce', 'fsdp_held_gradients', 'fsdp_unsharded_params', 'OutOfMemoryElsewhere', 'WindowSync',
+           'fix_distributed_dl_broadcast', 'check_distrib_ctx']
 
 # %% ../nbs/21_distributed.ipynb #13c31a58
 def _fsdp(): return sys.modules.get('torch.distributed.fsdp')   # None before it is imported: no module sharded yet
@@ -40,14 +40,6 @@ def all_reduce_sums(values:list, device)->list:
     torch.distributed.all_reduce(totals)
     return totals.tolist()
 
-def all_reduce_gradients(params:list, world_size:int):
-    "Average `params`' gradients (the same everywhere) over `world_size` processes after the backward, in flat buckets"
-    names = ('_take_tensors', '_flatten_dense_tensors', '_unflatten_dense_tensors')
-    take,flatten,unflatten = (private(torch._utils, n) for n in names)
-    for bucket in take([p.grad for p in params if p.grad is not None], 2**26):   # (64 MiB at most, of one dtype)
-        torch.distributed.all_reduce(flat := flatten(bucket))
-        torch._foreach_copy_(bucket, unflatten(flat.div_(world_size), bucket))
-
 # %% ../nbs/21_distributed.ipynb #1a75f669
 def bare_model(model):
     "`model` without DDP's wrapper: the module DDP wraps, else `model` itself"
@@ -66,9 +58,6 @@ def set_fsdp_reduce(model, reduce:str='micro_batch'):
                                                            '(fastaccum.sharded.shard_model, or fully_shard).')
     root._fastaccum_reduce = check_choice('reduce', reduce, FSDP_REDUCE)
     return model
-def fsdp_reduce(model)->str|None:
-    "When FSDP reduce-scatters `model`'s gradients with `GradientAccumulation`: 'micro_batch', 'window' (or `None`)"
-    return None if (root := fsdp_root(model)) is None else getattr(root, '_fastaccum_reduce', 'micro_batch')
 
 # %% ../nbs/21_distributed.ipynb #e8726993
 def _fsdp_params(model):
@@ -91,10 +80,9 @@ class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
     def __init__(self, message:str='Another process ran out of memory in this window.'): super().__init__(message)
 
-_AUTO_FSDP = ("micro_batch_size='auto' under FSDP is not supported: FSDP all-gathers the parameters inside every "
-              'forward and backward, and reduce-scatters the gradients in the backward; a process that runs out of '
-              'memory there leaves the others waiting in a collective that cannot be abandoned. Pass a fixed '
-              'micro_batch_size.')
+_AUTO_FSDP = ("micro_batch_size='auto' under FSDP is not supported: a process that runs out of memory inside FSDP's "
+              'collectives (in every forward and backward) leaves the others waiting in one that cannot be abandoned. '
+              'Pass a fixed micro_batch_size.')
 
 class WindowSync:
     "How a window's gradients and counts meet across processes: DDP's all-reduce (or FSDP's) held for a window"
@@ -105,7 +93,7 @@ class WindowSync:
     ):
         self.world_size,self.manual,self.context = world_size,manual,None
         self.model,self.sharded = no_sync_model(model),fsdp_root(model)
-        self.per_window = self.sharded is not None and fsdp_reduce(self.sharded) == 'window'
+        self.per_window = getattr(self.sharded, '_fastaccum_reduce', None) == 'window'   # (`set_fsdp_reduce`)
         if manual and world_size > 1 and self.model is None: raise ValueError(_AUTO_FSDP)
         self.active = self.model is not None or self.per_window   # a synchronisation to hold (read at every batch)
 
@@ -145,10 +133,14 @@ class WindowSync:
         "This process ran out of memory: say so at the all-reduce the others are at (the window's next sum)"
         if self.manual: self.sum(0., next(self.model.parameters()).device, out_of_memory=True)
     def average(self, opt, device):
-        "With `manual`, at the step: agree that no process ran out of memory, then average the gradients of `opt`"
+        "With `manual`, at the step: agree that no process ran out of memory, then average `opt`'s gradients in buckets"
         if not (self.manual and self.world_size > 1): return
         self.sum(0., device)   # raises `OutOfMemoryElsewhere` if another process ran out
-        all_reduce_gradients([p for p,*_ in opt.all_params(with_grad=True)], self.world_size)
+        names = ('_take_tensors', '_flatten_dense_tensors', '_unflatten_dense_tensors')
+        take,flatten,unflatten = (private(torch._utils, n) for n in names)
+        for bucket in take([p.grad for p,*_ in opt.all_params(with_grad=True)], 2**26):   # (64 MiB, one dtype)
+            torch.distributed.all_reduce(flat := flatten(bucket))
+            torch._foreach_copy_(bucket, unflatten(flat.div_(self.world_size), bucket))
 
 # %% ../nbs/21_distributed.ipynb #1310407b
 def _cpu_broadcast(t, rank):
@@ -158,7 +150,6 @@ def _cpu_broadcast(t, rank):
 
 def fix_distributed_dl_broadcast(dls):
     "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for the loaders `DistributedTrainer` wrapped"
-    # (fastai's `_broadcast` calls `.cuda()`; 2.8.12 is the newest fastai checked: a later one is left as it is)
     if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
     for dl in dls.loaders:
         if type(dl).__name__ == 'DistributedDL' and private(dl, '_broadcast'): dl._broadcast = _cpu_broadcast
