@@ -125,9 +125,7 @@ def sharded_ctx(self:Learner, blocks=None, reduce:str='micro_batch',
 # %% ../nbs/23_sharded.ipynb #e885800e
 def _local_bytes(tensors)->int:
     "Bytes of the parts of `tensors` this process holds (its shard, for a sharded tensor; `None`s count 0)"
-    local = [t.to_local() if hasattr(t, 'to_local') else t for t in tensors if isinstance(t, torch.Tensor)]
-    return sum(t.numel()*t.element_size() for t in local)
-
+    return sum(getattr(t, 'to_local', lambda: t)().nbytes for t in tensors if isinstance(t, torch.Tensor))
 def held_memory(learn:Learner)->dict:
     "Bytes this process holds of `learn`'s parameters, their gradients (FSDP's held ones too) and optimizer state"
     _must(isinstance(learn, Learner), 'learn', learn, 'must be a fastai Learner',
@@ -142,7 +140,6 @@ _MANIFEST,_FORMAT = 'fastaccum.pt',2
 def _folder(path)->Path:   # (`path` as a sharded checkpoint's folder, or an error that names it)
     return check_path('path', path, 'a sharded checkpoint', folder=True, example="learn.path/learn.model_dir/'ckpt'")
 def _aside(path:Path)->Path: return path.with_name(f'.{path.name}.old')
-
 def remove_partial_sharded(path):
     "Delete the temporary folders killed writes left beside the checkpoint folder `path`; bring back one set aside"
     path = _folder(path)
@@ -154,12 +151,10 @@ def _fsync_dir(folder):   # (`folder`'s renames flushed to the disk where the fi
         fd = os.open(folder, os.O_RDONLY)
         try: os.fsync(fd)
         finally: os.close(fd)
-
 def older_sharded(path, i:int)->Path:
     "The folder `path.i` of the `i`-th checkpoint (1, 2, ...) before the newest one at `path` that `save_sharded` keeps"
     check_positive_int('i', i, 'Pass 1 for the checkpoint before the newest, 2 for the one before that, ...')
     return _folder(path).with_name(f'{Path(path).name}.{i}')
-
 def _publish(tmp:Path, path:Path, keep:int=1):
     "Rename the written folder `tmp` to `path`; the previous one is renamed aside first, then deleted (or numbered)"
     kept = [_aside(path)] + [older_sharded(path, i) for i in range(1, keep)]   # the previous one, `path.1`, ...
@@ -185,14 +180,12 @@ def _fix(path:Path)->str:   # (What to do about a damaged checkpoint at `path`)
     older = older_sharded(path, 1)
     return (f'Resume from the previous one (rename {older.name} to {path.name}), or delete it' if older.exists() else
             'Delete it') + ' to start afresh (or pass resume=False).'
-
 def _check_digests(path:Path, digests:dict):
     "Every file of the checkpoint at `path` as it was written (each process checks its share); else a `CheckpointError`"
     same = _shared(lambda n: (path/n).is_file() and _sha(path/n) == digests[n], digests)
     bad = [n for n,ok in same.items() if not ok]
     if bad: raise CheckpointError(f'`{path/bad[0]}` is damaged or missing: its contents do not match the checksum '
                                   f'written with the sharded checkpoint `{path}`. {_fix(path)}')
-
 def _write_manifest(folder:Path, manifest:dict):
     "Write the description, with the SHA-256 of every other file and its own, flushed to the disk"
     others = [p.name for p in folder.iterdir() if p.name != _MANIFEST]
@@ -246,9 +239,8 @@ def _opt_parts(model, opt)->tuple:
         rest[names[id(p)]] = {k: v for k,v in state.items() if not isinstance(v, torch.Tensor)}
     shapes = {n: {k: (list(v.shape), str(v.dtype)[len('torch.'):]) for k,v in ts.items()} for n,ts in tensors.items()}
     steps = [getattr(getattr(f, 'func', f), '__name__', type(f).__name__) for f in opt.cbs]   # (partials by name)
-    groups = [[names[id(p)] for p in pg] for pg in opt.param_lists]
-    return tensors,dict(kind=[type(opt).__name__] + steps, groups=groups, hypers=deepcopy(opt.hypers), rest=rest,
-                        shapes=shapes)
+    return tensors,dict(kind=[type(opt).__name__] + steps, groups=[[names[id(p)] for p in g] for g in opt.param_lists],
+                        hypers=deepcopy(opt.hypers), rest=rest, shapes=shapes)
 
 def _temporary(path:Path)->Path:
     "A temporary folder beside `path`, the same for every process (process 0 clears what killed writes left first)"
@@ -291,7 +283,6 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
 def sharded_extra(path):
     "The `extra` the checkpoint in folder `path` was saved with, read without loading its weights (to check it first)"
     return _manifest(path)[1]['extra']
-
 def model_shapes(model:nn.Module)->dict:
     "The shape of each tensor of `model`'s state (sharded or not), whole, as a checkpoint records it"
     return _shapes(_weights(bare_model(model)))
