@@ -89,7 +89,7 @@ def _join_group()->torch.device:
 
 @patch
 @contextlib.contextmanager
-def sharded_ctx(self:Learner, blocks=None, reduce:str='micro_batch',
+def sharded_ctx(self:Learner, blocks=None, reduce:str='micro_batch', # `blocks`, `reduce`: as `shard_model`'s
     gather:bool=True, # At the end, the full trained weights in every process's model (else `learn.model` stays sharded)
     **kwargs):
     "Train sharded by `shard_model` inside (`blocks`, `reduce`, `kwargs`: its), on `DistributedDL`s; all put back after"
