@@ -14,9 +14,9 @@ from packaging.version import Version
 from .checks import check_choice, private
 
 # %% auto #0
-__all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'all_reduce_gradients', 'bare_model', 'no_sync_model',
-           'fsdp_root', 'set_fsdp_reduce', 'fsdp_reduce', 'fsdp_held_gradients', 'fsdp_unsharded_params',
-           'OutOfMemoryElsewhere', 'WindowSync', 'fix_distributed_dl_broadcast', 'check_distrib_ctx']
+__all__ = ['FSDP_REDUCE', 'is_fsdp', 'ddp_world_size', 'all_reduce_sums', 'bare_model', 'no_sync_model', 'fsdp_root',
+           'set_fsdp_reduce', 'fsdp_held_gradients', 'fsdp_unsharded_params', 'OutOfMemoryElsewhere', 'WindowSync',
+           'fix_distributed_dl_broadcast', 'check_distrib_ctx']
 
 # %% ../nbs/21_distributed.ipynb #13c31a58
 def _fsdp(): return sys.modules.get('torch.distributed.fsdp')   # None before it is imported: no module sharded yet
@@ -26,7 +26,6 @@ def is_fsdp(model)->bool:
     "Whether `model` (wrapped or not) is sharded by FSDP (version 1's `FullyShardedDataParallel`, or 2's `fully_shard`)"
     if (fsdp := _fsdp()) is None: return False
     return any(isinstance(m, (fsdp.FullyShardedDataParallel, fsdp.FSDPModule)) for m in model.modules())
-
 def ddp_world_size(learn)->int:
     "Processes averaging gradients with `learn`: the process group's size when its model is under DDP or FSDP, else 1"
     wrapped = isinstance(learn.model, DistributedDataParallel) or is_fsdp(learn.model)   # (neither without a group)
@@ -40,14 +39,6 @@ def all_reduce_sums(values:list, device)->list:
     torch.distributed.all_reduce(totals)
     return totals.tolist()
 
-def all_reduce_gradients(params:list, world_size:int):
-    "Average `params`' gradients (the same everywhere) over `world_size` processes after the backward, in flat buckets"
-    names = ('_take_tensors', '_flatten_dense_tensors', '_unflatten_dense_tensors')
-    take,flatten,unflatten = (private(torch._utils, n) for n in names)
-    for bucket in take([p.grad for p in params if p.grad is not None], 2**26):   # (64 MiB at most, of one dtype)
-        torch.distributed.all_reduce(flat := flatten(bucket))
-        torch._foreach_copy_(bucket, unflatten(flat.div_(world_size), bucket))
-
 # %% ../nbs/21_distributed.ipynb #1a75f669
 def bare_model(model):
     "`model` without DDP's wrapper: the module DDP wraps, else `model` itself"
@@ -58,7 +49,6 @@ def no_sync_model(model):
 def fsdp_root(model):
     "The outermost module of `model` sharded with FSDP 2's `fully_shard` (the root), or `None`"
     return next(iter(_fsdp_units(model)), None)
-
 FSDP_REDUCE = ('micro_batch', 'window')
 def set_fsdp_reduce(model, reduce:str='micro_batch'):
     "When FSDP reduce-scatters a `fully_shard` model's gradients: each micro-batch, or once a window (`reduce`)"
@@ -66,16 +56,12 @@ def set_fsdp_reduce(model, reduce:str='micro_batch'):
                                                            '(fastaccum.sharded.shard_model, or fully_shard).')
     root._fastaccum_reduce = check_choice('reduce', reduce, FSDP_REDUCE)
     return model
-def fsdp_reduce(model)->str|None:
-    "When FSDP reduce-scatters `model`'s gradients with `GradientAccumulation`: 'micro_batch', 'window' (or `None`)"
-    return None if (root := fsdp_root(model)) is None else getattr(root, '_fastaccum_reduce', 'micro_batch')
 
 # %% ../nbs/21_distributed.ipynb #e8726993
 def _fsdp_params(model):
     "FSDP's records of `model`'s sharded parameters (PyTorch's internals: `FSDPParam`), group by group"
     return [p for m in _fsdp_units(model) for g in private(private(m, '_get_fsdp_state')(), '_fsdp_param_groups')
             for p in private(g, 'fsdp_params')]
-
 def fsdp_held_gradients(model)->list:
     "The unsharded gradients FSDP holds between backwards while its gradient synchronisation is off (a window's so far)"
     def held(p):   # (in the reduction's dtype under a mixed-precision policy)
@@ -91,24 +77,17 @@ class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
     def __init__(self, message:str='Another process ran out of memory in this window.'): super().__init__(message)
 
-_AUTO_FSDP = ("micro_batch_size='auto' under FSDP is not supported: FSDP all-gathers the parameters inside every "
-              'forward and backward, and reduce-scatters the gradients in the backward; a process that runs out of '
-              'memory there leaves the others waiting in a collective that cannot be abandoned. Pass a fixed '
-              'micro_batch_size.')
-
 class WindowSync:
-    "How a window's gradients and counts meet across processes: DDP's all-reduce (or FSDP's) held for a window"
-    def __init__(self,
-        model, # The Learner's model (under DDP, sharded with `fully_shard`, or anything else: nothing to hold)
-        world_size:int=1, # Processes averaging gradients
-        manual:bool=False, # Hold every backward, agree that no process ran out of memory, average by hand at the step
-    ):
+    "How `model`'s gradients and counts meet across `world_size` processes: DDP's all-reduce (or FSDP's) held a window"
+    def __init__(self, model, world_size:int=1, manual:bool=False):
         self.world_size,self.manual,self.context = world_size,manual,None
         self.model,self.sharded = no_sync_model(model),fsdp_root(model)
-        self.per_window = self.sharded is not None and fsdp_reduce(self.sharded) == 'window'
-        if manual and world_size > 1 and self.model is None: raise ValueError(_AUTO_FSDP)
+        self.per_window = getattr(self.sharded, '_fastaccum_reduce', None) == 'window'   # (`set_fsdp_reduce`)
+        if manual and world_size > 1 and self.model is None:
+            raise ValueError("micro_batch_size='auto' under FSDP is not supported: a process that runs out of memory "
+                             "inside FSDP's collectives (in every forward and backward) leaves the others waiting in "
+                             'one that cannot be abandoned. Pass a fixed micro_batch_size.')
         self.active = self.model is not None or self.per_window   # a synchronisation to hold (read at every batch)
-
     def hold(self, accumulating:bool):
         "Hold the synchronisation if the next micro-batch is `accumulating` (every one with `manual`), else release it"
         if not (accumulating or self.manual): return self.release()
@@ -145,36 +124,36 @@ class WindowSync:
         "This process ran out of memory: say so at the all-reduce the others are at (the window's next sum)"
         if self.manual: self.sum(0., next(self.model.parameters()).device, out_of_memory=True)
     def average(self, opt, device):
-        "With `manual`, at the step: agree that no process ran out of memory, then average the gradients of `opt`"
+        "With `manual`, at the step: agree that no process ran out of memory, then average `opt`'s gradients in buckets"
         if not (self.manual and self.world_size > 1): return
         self.sum(0., device)   # raises `OutOfMemoryElsewhere` if another process ran out
-        all_reduce_gradients([p for p,*_ in opt.all_params(with_grad=True)], self.world_size)
+        names = ('_take_tensors', '_flatten_dense_tensors', '_unflatten_dense_tensors')
+        take,flatten,unflatten = (private(torch._utils, n) for n in names)
+        for bucket in take([p.grad for p,*_ in opt.all_params(with_grad=True)], 2**26):   # (64 MiB, one dtype)
+            torch.distributed.all_reduce(flat := flatten(bucket))
+            torch._foreach_copy_(bucket, unflatten(flat.div_(self.world_size), bucket))
 
 # %% ../nbs/21_distributed.ipynb #1310407b
 def _cpu_broadcast(t, rank):
     "Broadcast the list `t` from process `rank` in a CPU tensor (gloo)"
     torch.distributed.broadcast(t := torch.tensor(t, dtype=torch.long), rank)
     return t.tolist()
-
 def fix_distributed_dl_broadcast(dls):
     "Work around fastai <= 2.8.12's `DistributedDL` broadcasting on CUDA, for the loaders `DistributedTrainer` wrapped"
-    # (fastai's `_broadcast` calls `.cuda()`; 2.8.12 is the newest fastai checked: a later one is left as it is)
     if Version(fastai.__version__) > Version('2.8.12') or torch.distributed.get_backend() == 'nccl': return
     for dl in dls.loaders:
         if type(dl).__name__ == 'DistributedDL' and private(dl, '_broadcast'): dl._broadcast = _cpu_broadcast
 
 # %% ../nbs/21_distributed.ipynb #62a01879
-_STEPS_IGNORED = ('distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai, whose loop steps after every '
-                  'batch: drop it, and set the samples per step with GradientAccumulation(accum_bs=...).')
-_PLUGIN_IGNORED = ("distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner's model (on the CPU Accelerate "
-                   'ignores it and trains under DDP; on a GPU it needs the optimizer prepared with the model, which '
-                   'fastai makes first): train with `with learn.sharded_ctx(): ...`.')
-
 def check_distrib_ctx(learn):
     "Warn about the settings `distrib_ctx` gave `learn`'s Accelerator that do nothing with fastai, naming what works"
     trainer = next((cb for cb in learn.cbs if type(cb).__name__ == 'DistributedTrainer'), None)
     if (accelerator := getattr(trainer, 'accelerator', None)) is None: return
-    if (n := accelerator.gradient_accumulation_steps) != 1: warnings.warn(_STEPS_IGNORED.format(n=n))
+    if (n := accelerator.gradient_accumulation_steps) != 1:
+        warnings.warn(f'distrib_ctx(gradient_accumulation_steps={n}) does nothing with fastai, whose loop steps after '
+                      'every batch: drop it, and set the samples per step with GradientAccumulation(accum_bs=...).')
     plugin = getattr(getattr(accelerator, 'state', None), 'fsdp_plugin', None) is not None
     if (plugin or os.environ.get('ACCELERATE_USE_FSDP', '').lower() == 'true') and not is_fsdp(learn.model):
-        warnings.warn(_PLUGIN_IGNORED)
+        warnings.warn("distrib_ctx(fsdp_plugin=...) does not shard a fastai Learner's model (on the CPU Accelerate "
+                      'ignores it and trains under DDP; on a GPU it needs the optimizer prepared with the model, which '
+                      'fastai makes first): train with `with learn.sharded_ctx(): ...`.')

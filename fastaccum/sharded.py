@@ -15,25 +15,24 @@ from fastcore.basics import patch
 from fastai.learner import Learner
 from fastai.optimizer import Optimizer
 from fastai.torch_core import num_distrib, rank_distrib
-from .checks import CheckpointError, check_bool, check_choice, check_positive_int, check_path
+from .checks import CheckpointError, _must, check_bool, check_choice, check_positive_int, check_path
 from .parts import Releases
 from .distributed import (FSDP_REDUCE, _fsdp_units, bare_model, fix_distributed_dl_broadcast,
                                    fsdp_held_gradients, fsdp_root, is_fsdp, set_fsdp_reduce)
 
 # %% auto #0
-__all__ = ['shard_model', 'gather_weights', 'held_memory', 'remove_partial_sharded', 'older_sharded', 'save_sharded',
-           'sharded_extra', 'model_shapes', 'load_sharded']
+__all__ = ['shard_model', 'held_memory', 'remove_partial_sharded', 'older_sharded', 'save_sharded', 'sharded_extra',
+           'model_shapes', 'load_sharded']
 
 # %% ../nbs/23_sharded.ipynb #e48b74ff
 def _block_test(blocks):
     "`blocks` as a test of a module: module types (a type or a tuple of them) or a function; `None`: no block"
-    if blocks is None: return lambda m: False
-    kinds = (blocks,) if isinstance(blocks, type) else blocks
-    if isinstance(kinds, tuple) and kinds and all(isinstance(t, type) and issubclass(t, nn.Module) for t in kinds):
-        return lambda m: isinstance(m, kinds)
-    if callable(blocks) and not isinstance(blocks, type): return blocks
-    raise ValueError(f'`blocks` must be module types (an nn.Module subclass, or a tuple of them) or a function '
-                     f'blocks(module) -> bool, got {blocks!r}. Pass e.g. blocks=nn.TransformerEncoderLayer.')
+    kinds = blocks if isinstance(blocks, tuple) else (blocks,)
+    if all(isinstance(t, type) and issubclass(t, nn.Module) for t in kinds): return lambda m: isinstance(m, kinds)
+    _must(blocks is None or callable(blocks) and not isinstance(blocks, type), 'blocks', blocks, 'must be module types '
+          '(an nn.Module subclass, or a tuple of them) or a function blocks(module) -> bool',
+          'Pass e.g. blocks=nn.TransformerEncoderLayer.')
+    return blocks or (lambda m: False)
 def _innermost_first(model, done:dict|None=None)->list:
     "Every module once, each after all the modules inside it (a module with two parents too: T5's shared embedding)"
     done = {} if done is None else done
@@ -55,8 +54,7 @@ def shard_model(model:nn.Module, # The model, sharded in place
     test,_ = _block_test(blocks),check_choice('reduce', reduce, FSDP_REDUCE)
     if not _started():
         raise ValueError('shard_model needs a process group: launch the script with torchrun and train inside '
-                         '`learn.sharded_ctx()`, which starts one (or call torch.distributed.init_process_group '
-                         'first).')
+                         '`learn.sharded_ctx()`, which starts one, or call torch.distributed.init_process_group first.')
     if is_fsdp(model): raise ValueError('`model` is sharded already: shard a model once.')
     found = [m for m in _innermost_first(model) if m is not model and test(m)]
     if blocks is not None and not found:
@@ -73,11 +71,7 @@ def _sharing_copy(model):   # (a copy of `model`'s modules, its parameters new o
                             for t in [*model.parameters(), *model.buffers()]})
 def _reshard(model):   # (FSDP's root keeps its unsharded parameters after a forward: its shards back in every unit)
     for m in _fsdp_units(model): m.reshard()
-
-def gather_weights(sharded:nn.Module, # A model sharded with `fully_shard`
-                   model:nn.Module, # A model of the same structure, unsharded: its parameters get the full weights
-                  ):
-    "Every process: copy the full weights of `sharded` into `model`'s parameters, one tensor at a time (a collective)"
+def _gather(sharded, model):   # (every process: `sharded`'s full weights into `model`'s parameters, one at a time)
     _reshard(sharded)
     params = dict(model.named_parameters())
     for name,p in sharded.named_parameters():
@@ -93,35 +87,26 @@ def _join_group()->torch.device:
         torch.distributed.init_process_group('cuda:nccl,cpu:gloo' if device.type == 'cuda' else 'gloo')
     return device
 
-def _use_device(dls, device, releases):
-    "Put `dls` (and each of its loaders) on this process's device, until `releases` closes"
-    for dl in dls.loaders: releases.callback(dl.to, getattr(dl, 'device', None))
-    releases.replace(dls, '_device', device)   # (fastai's `fit` puts the model on `dls.device`)
-    dls.device = device
-
 @patch
 @contextlib.contextmanager
-def sharded_ctx(self:Learner,
-    blocks=None, # Module types (a type or a tuple) or a function `blocks(module) -> bool`: the FSDP units
-    reduce:str='micro_batch', # When a window's gradients are reduce-scattered: 'micro_batch' (least memory) or 'window'
+def sharded_ctx(self:Learner, blocks=None, reduce:str='micro_batch', # `blocks`, `reduce`: as `shard_model`'s
     gather:bool=True, # At the end, the full trained weights in every process's model (else `learn.model` stays sharded)
-    **kwargs, # Passed to `fully_shard` (`mesh`, `reshard_after_forward`, `mp_policy`, `offload_policy`)
-):
-    "Train sharded with FSDP 2 inside: the model sharded per block, `DistributedDL` loaders; all put back at the end"
+    **kwargs):
+    "Train sharded by `shard_model` inside (`blocks`, `reduce`, `kwargs`: its), on `DistributedDL`s; all put back after"
     from fastai.distributed import DistributedDL
     from fastai.callback.progress import ProgressCallback
     _block_test(blocks); check_choice('reduce', reduce, FSDP_REDUCE); check_bool('gather', gather)
     if is_fsdp(self.model): raise ValueError("The Learner's model is sharded already: enter sharded_ctx with the "
                                              'model unsharded (it shards it).')
-    if not _started() and not num_distrib():   # not launched by torchrun: the script trains alone
-        yield self
-        return
+    if not _started() and not num_distrib(): return (yield self)   # not launched by torchrun: the script trains alone
     device,original,releases,sharded,done = _join_group(),self.model,Releases(),None,False
     try:
         sharded = releases.replace(self, 'model', shard_model(_sharing_copy(original), blocks, reduce, **kwargs))
         for p in original.parameters(): p.data = p.data.new_empty(0)   # (the shards hold the weights until the end)
         releases.replace(self, 'opt', None)   # (fastai's `fit` makes one, over the shards)
-        _use_device(self.dls, device, releases)
+        for dl in self.dls.loaders: releases.callback(dl.to, getattr(dl, 'device', None))
+        releases.replace(self.dls, '_device', device)   # (fastai's `fit` puts the model on `dls.device`)
+        self.dls.device = device
         releases.replace(self.dls, 'loaders', [dl if isinstance(dl, DistributedDL) else DistributedDL(dl, device=device)
                                                for dl in self.dls.loaders])
         fix_distributed_dl_broadcast(self.dls)
@@ -134,20 +119,17 @@ def sharded_ctx(self:Learner,
     finally:
         releases.close()
         if sharded is not None:
-            if done and gather: gather_weights(sharded, original)
+            if done and gather: _gather(sharded, original)
             else: self.model = sharded   # (nothing gathered after a failure: another process may not join a collective)
 
 # %% ../nbs/23_sharded.ipynb #e885800e
 def _local_bytes(tensors)->int:
     "Bytes of the parts of `tensors` this process holds (its shard, for a sharded tensor; `None`s count 0)"
-    local = [t.to_local() if hasattr(t, 'to_local') else t for t in tensors if isinstance(t, torch.Tensor)]
-    return sum(t.numel()*t.element_size() for t in local)
-
+    return sum(getattr(t, 'to_local', lambda: t)().nbytes for t in tensors if isinstance(t, torch.Tensor))
 def held_memory(learn:Learner)->dict:
     "Bytes this process holds of `learn`'s parameters, their gradients (FSDP's held ones too) and optimizer state"
-    if not isinstance(learn, Learner):
-        raise ValueError(f'`learn` must be a fastai Learner, got {learn!r}. Pass the Learner whose model and optimizer '
-                         'you measure, e.g. held_memory(learn).')
+    _must(isinstance(learn, Learner), 'learn', learn, 'must be a fastai Learner',
+          'Pass the Learner whose model and optimizer you measure, e.g. held_memory(learn).')
     model = bare_model(learn.model)
     state = [] if learn.opt is None else [v for _,_,s,_ in learn.opt.all_params() for v in s.values()]
     return dict(parameters=_local_bytes(model.parameters()), optimizer=_local_bytes(state),
@@ -158,7 +140,6 @@ _MANIFEST,_FORMAT = 'fastaccum.pt',2
 def _folder(path)->Path:   # (`path` as a sharded checkpoint's folder, or an error that names it)
     return check_path('path', path, 'a sharded checkpoint', folder=True, example="learn.path/learn.model_dir/'ckpt'")
 def _aside(path:Path)->Path: return path.with_name(f'.{path.name}.old')
-
 def remove_partial_sharded(path):
     "Delete the temporary folders killed writes left beside the checkpoint folder `path`; bring back one set aside"
     path = _folder(path)
@@ -170,14 +151,10 @@ def _fsync_dir(folder):   # (`folder`'s renames flushed to the disk where the fi
         fd = os.open(folder, os.O_RDONLY)
         try: os.fsync(fd)
         finally: os.close(fd)
-
-def older_sharded(path, # The newest checkpoint's folder
-                  i:int, # 1 for the one before the newest, 2 for the one before that, ...
-                 )->Path:
-    "The folder of the `i`-th checkpoint before the newest that `save_sharded(keep=...)` keeps: `path.i`"
+def older_sharded(path, i:int)->Path:
+    "The folder `path.i` of the `i`-th checkpoint (1, 2, ...) before the newest one at `path` that `save_sharded` keeps"
     check_positive_int('i', i, 'Pass 1 for the checkpoint before the newest, 2 for the one before that, ...')
     return _folder(path).with_name(f'{Path(path).name}.{i}')
-
 def _publish(tmp:Path, path:Path, keep:int=1):
     "Rename the written folder `tmp` to `path`; the previous one is renamed aside first, then deleted (or numbered)"
     kept = [_aside(path)] + [older_sharded(path, i) for i in range(1, keep)]   # the previous one, `path.1`, ...
@@ -203,14 +180,12 @@ def _fix(path:Path)->str:   # (What to do about a damaged checkpoint at `path`)
     older = older_sharded(path, 1)
     return (f'Resume from the previous one (rename {older.name} to {path.name}), or delete it' if older.exists() else
             'Delete it') + ' to start afresh (or pass resume=False).'
-
 def _check_digests(path:Path, digests:dict):
     "Every file of the checkpoint at `path` as it was written (each process checks its share); else a `CheckpointError`"
     same = _shared(lambda n: (path/n).is_file() and _sha(path/n) == digests[n], digests)
     bad = [n for n,ok in same.items() if not ok]
     if bad: raise CheckpointError(f'`{path/bad[0]}` is damaged or missing: its contents do not match the checksum '
                                   f'written with the sharded checkpoint `{path}`. {_fix(path)}')
-
 def _write_manifest(folder:Path, manifest:dict):
     "Write the description, with the SHA-256 of every other file and its own, flushed to the disk"
     others = [p.name for p in folder.iterdir() if p.name != _MANIFEST]
@@ -253,22 +228,19 @@ def _weights(model)->dict:
 def _shapes(tensors:dict)->dict: return {k: list(v.shape) for k,v in tensors.items()}
 def _own_buffers(model, weights:dict)->dict:   # (BatchNorm's statistics: each process's own under FSDP, not sharded)
     return {n: b for n,b in model.named_buffers() if n in weights}
-def _check_optimizer(opt):
-    if opt is not None and not isinstance(opt, Optimizer):
-        raise ValueError(f"`opt` must be a fastai Optimizer (SGD, Adam, RAdam, ...), got {type(opt).__name__}. Pass "
-                         'learn.opt of a Learner made with a fastai opt_func, or opt=None to save the weights only.')
 
 def _opt_parts(model, opt)->tuple:
     "The optimizer's tensors (for the distributed checkpoint) and its description (for the manifest), by parameter"
+    _must(isinstance(opt, Optimizer), 'opt', type(opt).__name__, 'must be a fastai Optimizer (SGD, Adam, RAdam, ...)',
+          'Pass learn.opt of a Learner made with a fastai opt_func, or opt=None to save the weights only.')
     names,tensors,rest = {id(p): n for n,p in model.named_parameters()},{},{}
     for p,_,state,_ in opt.all_params():
         tensors[names[id(p)]] = {k: v for k,v in state.items() if isinstance(v, torch.Tensor)}
         rest[names[id(p)]] = {k: v for k,v in state.items() if not isinstance(v, torch.Tensor)}
     shapes = {n: {k: (list(v.shape), str(v.dtype)[len('torch.'):]) for k,v in ts.items()} for n,ts in tensors.items()}
     steps = [getattr(getattr(f, 'func', f), '__name__', type(f).__name__) for f in opt.cbs]   # (partials by name)
-    groups = [[names[id(p)] for p in pg] for pg in opt.param_lists]
-    return tensors,dict(kind=[type(opt).__name__] + steps, groups=groups, hypers=deepcopy(opt.hypers), rest=rest,
-                        shapes=shapes)
+    return tensors,dict(kind=[type(opt).__name__] + steps, groups=[[names[id(p)] for p in g] for g in opt.param_lists],
+                        hypers=deepcopy(opt.hypers), rest=rest, shapes=shapes)
 
 def _temporary(path:Path)->Path:
     "A temporary folder beside `path`, the same for every process (process 0 clears what killed writes left first)"
@@ -288,7 +260,7 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
     "Write `model`'s weights and `opt`'s state, every process its own shards, as one checkpoint published atomically"
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
-    path,model,_ = _folder(path),bare_model(model),_check_optimizer(opt)
+    path,model = _folder(path),bare_model(model)
     check_positive_int('keep', keep, 'Pass how many checkpoints to keep, e.g. keep=1 (the newest only).')
     (rank,world),tmp,weights = _group(),_temporary(path),_weights(model)
     state = {'model': weights, f'buffers{rank}': _own_buffers(model, weights)}
@@ -311,7 +283,6 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
 def sharded_extra(path):
     "The `extra` the checkpoint in folder `path` was saved with, read without loading its weights (to check it first)"
     return _manifest(path)[1]['extra']
-
 def model_shapes(model:nn.Module)->dict:
     "The shape of each tensor of `model`'s state (sharded or not), whole, as a checkpoint records it"
     return _shapes(_weights(bare_model(model)))
@@ -351,7 +322,7 @@ def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with 
     "Load a checkpoint of `save_sharded` into `model` (and `opt`), however the processes share it now; return `extra`"
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_model_state_dict
-    model,_ = bare_model(model),_check_optimizer(opt)
+    model = bare_model(model)
     path,manifest = _manifest(path)
     weights = _weights(model)
     _refuse(path, _differences(manifest['parameters'], _shapes(weights)), 'Load it into the model that wrote it.')
