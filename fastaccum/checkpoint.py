@@ -275,7 +275,7 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         if ckpt['finished']:
             self._finished,self.resumed_from = ckpt,(pos['epoch'], 0)
             record.say_finished(pos, path)
-            raise CancelFitException()   # (the others end the fit they started; then `after_fit` puts its end back)
+            return True   # (cancelled at `before_epoch`, once every checkpoint of the Learner has joined the fit)
         self.state.put_back(ckpt, path)   # (the random states and the loaders: as the checkpoint's epoch starts)
         self.learn.train_iter,self.steps,self.written = pos['train_iter'],pos['steps'],pos['steps']
         self.resumed_from,self._resume = (pos['epoch'], pos['batches']),ckpt
@@ -289,7 +289,8 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         self.paused.pause(cbs[cbs.index(self)+1:] if later else cbs[:cbs.index(self)])
 
     def before_epoch(self):
-        "Skip the epochs the checkpoint had finished"
+        "A finished fit ends (its end is put back by `after_fit`); the epochs the checkpoint had finished are skipped"
+        if self._on and self._finished is not None: raise CancelFitException()
         if not (self._on and self._resume is not None and self.epoch < self._resume['position']['epoch']): return
         if self.epoch == 0: self._pause(later=True)
         raise CancelEpochException()
