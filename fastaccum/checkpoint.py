@@ -130,6 +130,10 @@ def _short(v, exact=False):
     s = fmt(v)
     return s if len(s) <= 80 else s[:77] + '...'
 
+def _point(ckpt:dict)->tuple: return ckpt['finished'],ckpt['position']['epoch'],ckpt['position']['batches']
+def _newest(cb)->tuple: return _point(cb._loaded)   # (a checkpoint's loaded point: the newest goes on)
+def _counted(cb)->tuple: return cb.resumed_from,cb._loaded['position']['steps'],cb._loaded['position']['steps']
+
 def _check_run_name(name)->str|None:
     if name is None or isinstance(name, str) and name.strip(): return name
     raise ValueError(f'`run_name` must be a non-empty str or None, got {name!r}. Pass e.g. run_name="seed-3" (the '
@@ -182,7 +186,7 @@ class TrainingCheckpoint(ScopedCallback, Callback):
     def _start(self):
         "A fit's position and parts: nothing resumed, counted or written; no checkpoint to continue or end as"
         self.resumed_from,self.steps,self.written,self._stepped,self._seen,self._on = None,0,0,False,0,False
-        self._loaded = self.data = self.record = None   # (`_loaded`: the checkpoint, while its epoch or end is to come)
+        self._loaded = self._lead = self.data = self.record = None   # (`_loaded`: the checkpoint, till it is put back)
         self.world_size,self.rank = 1,0
         self.paused = PausedCallbacks()   # (the other callbacks, while finished epochs are skipped)
 
@@ -227,9 +231,12 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         self.state,self.data = LearnerState(learn, skip=self, shards=self.files.shards),DataOrder(learn)
         self._config = self.state.configuration(self.record.k, self.world_size)
         if self.rank == 0: self.files.check_writable()
-        ckpt = self._load() if self.resume else None
+        self._loaded = ckpt = self._load() if self.resume else None   # (put back once every checkpoint read its own)
         if self.record.k == 0: self.record.names_run(ckpt, self.world_size)
         for cb in self.state._cbs(CSVLogger) if self.resume and ckpt is None else []: _drop_unlogged_header(cb)
+        cbs = [cb for cb in learn.cbs.sorted('order') if isinstance(cb, TrainingCheckpoint) and cb.run]
+        lead = max((cb for cb in cbs if cb._on and cb._loaded is not None), key=_newest, default=None)
+        if cbs[-1] is self and lead is not None: lead._resume_from([cb for cb in cbs if cb._on])
 
     def after_step(self):
         "A step the fit's scope counted since the last (not a cancelled one): when a checkpoint is due, write it after"
@@ -238,21 +245,26 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         if self.every_steps is not None and self.steps - self.written >= self.every_steps: self.run_train = True
 
     def _load(self)->dict|None:
-        "This fit's checkpoint if it is of this run, loaded: to continue, or to end as the finished fit; else `None`"
+        "This fit's checkpoint if it is of this run, checked: to continue, or to end as the finished fit; else `None`"
         record,files = self.record,self.files
         files.remove_partial(record.k, self.rank, self.world_size)
         ckpt,path = files.read(record.k),files.stored(record.k)
         if ckpt is None or (other := record.differences(ckpt, path)) is None: return None
         differs = other + _differences(_config_of(ckpt, self.rank), self._config)
         _check_fits(ckpt, _everywhere(differs, self.rank, self.world_size), self.world_size, path)
-        pos = ckpt['position']
+        return ckpt
+
+    def _resume_from(self, cbs:list):
+        "Go on from its checkpoint, the newest of the Learner's `cbs` (or end as the finished fit); the others follow"
+        ckpt,pos = self._loaded,self._loaded['position']
         self.resumed_from = (pos['epoch'], 0 if ckpt['finished'] else pos['batches'])
-        self._loaded = ckpt   # (finished: cancelled at `before_epoch`, once every checkpoint has joined the fit)
-        if not ckpt['finished']:
+        if not ckpt['finished']:   # (finished: cancelled at `before_epoch`, once every checkpoint has joined the fit)
             self._put_back(ckpt)   # (the random states and the loaders: as the checkpoint's epoch starts)
             if pos['epoch'] > 0: self._pause()
-        record.say_loaded(ckpt, path, self.learn.n_epoch, self._config['training batches'])
-        return ckpt
+        for cb in cbs:   # (the others count on from its point: nothing of theirs put back)
+            if cb is not self: cb._loaded,cb._lead,cb.resumed_from,cb.steps,cb.written = None,self,*_counted(self)
+        n_batches,path = self._config['training batches'],self.files.stored(self.record.k)
+        self.record.say_loaded(ckpt, path, self.learn.n_epoch, n_batches)
 
     def _pause(self, later:bool=False):
         "The finished epochs are skipped, no other callback sees them (`later`: those after this one, at epoch 0)"
@@ -278,13 +290,15 @@ class TrainingCheckpoint(ScopedCallback, Callback):
     def _continue(self):
         "The checkpoint's epoch: loaders, random states, fastai's position, as at the checkpoint"
         ckpt,self._loaded,learn = self._loaded,None,self.learn
-        pos,ranks = ckpt['position'],ckpt['ranks'][self.rank]
-        if not pos['batches']: return self.data.put_back(ranks)   # (at the epoch's start)
-        ga = find_cb(learn, GradientAccumulation)   # (fastai's batch index from `k`: the fit's runner counts on)
-        runner = ga.runner if ga is not None and ga.runner is not None else BatchRunner(learn).install(self.releases)
-        self.data.put_back(ranks, pos['batches'], runner)
-        learn.pct_train = pos['pct_train']
-        self.state.put_back_metrics(ckpt['recorder'])
+        pos,runner = ckpt['position'],None
+        if pos['batches']:   # (in the epoch: fastai's batch index from `k`, which the fit's runner counts on)
+            runner = getattr(find_cb(learn, GradientAccumulation), 'runner', None)
+            runner = runner if runner is not None else BatchRunner(learn).install(self.releases)
+            learn.pct_train = pos['pct_train']
+            self.state.put_back_metrics(ckpt['recorder'])
+        self.data.put_back(ckpt['ranks'][self.rank], pos['batches'], runner)
+        for cb in learn.cbs:   # (the checkpoints that follow it, before it in order, noted the epoch's start early)
+            if isinstance(cb, TrainingCheckpoint) and cb._lead is self: cb.data.started = self.data.started
 
     def after_train(self):
         if self._on: self.data.release()
@@ -306,6 +320,7 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         "The fit ended (not by an exception): its last checkpoint, of its end; a finished fit takes the end it had"
         if self._on and self.own_event():
             if (ckpt := self._loaded) is not None and ckpt['finished']: self._end_as(ckpt)
+            elif self._lead is not None and (self._lead._loaded or {}).get('finished'): pass   # (not put back yet)
             else:
                 if ckpt is not None and self.resumed_from[0] >= self.n_epoch: self.state.ended(ckpt)   # (at its end)
                 self._write(self.learn.epoch+1, 0, finished=True)
@@ -331,7 +346,7 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         self.paused.resume()
         if self.data is not None: self.data.release()
         self.releases.close()
-        self._loaded,self._on,self.run_train = None,False,False
+        self._loaded,self._lead,self._on,self.run_train = None,None,False,False
 
     def _write(self, epoch, batches, finished=False):
         "Write the checkpoint at `batches` done in `epoch`: process 0, with every process's states (FSDP 2: shards too)"
