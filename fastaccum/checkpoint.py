@@ -130,8 +130,8 @@ def _short(v, exact=False):
     s = fmt(v)
     return s if len(s) <= 80 else s[:77] + '...'
 
-def _point(ckpt:dict)->tuple: return ckpt['finished'],ckpt['position']['epoch'],ckpt['position']['batches']
-def _newest(cb)->tuple: return _point(cb._loaded)   # (a checkpoint's loaded point: the newest goes on)
+def _newest(cb)->tuple:   # (the point a checkpoint loaded: the newest goes on)
+    return cb._loaded['finished'],cb._loaded['position']['epoch'],cb._loaded['position']['batches']
 def _counted(cb)->tuple: return cb.resumed_from,cb._loaded['position']['steps'],cb._loaded['position']['steps']
 
 def _check_run_name(name)->str|None:
@@ -320,8 +320,7 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         "The fit ended (not by an exception): its last checkpoint, of its end; a finished fit takes the end it had"
         if self._on and self.own_event():
             if (ckpt := self._loaded) is not None and ckpt['finished']: self._end_as(ckpt)
-            elif self._lead is not None and (self._lead._loaded or {}).get('finished'): pass   # (not put back yet)
-            else:
+            elif self._lead is None or not (self._lead._loaded or {}).get('finished'):   # (else put back after it)
                 if ckpt is not None and self.resumed_from[0] >= self.n_epoch: self.state.ended(ckpt)   # (at its end)
                 self._write(self.learn.epoch+1, 0, finished=True)
             self.record.finish()
