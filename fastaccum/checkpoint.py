@@ -15,6 +15,7 @@ import torch
 from fastcore.basics import store_attr, noop
 from fastcore.foundation import L
 from fastai.callback.core import Callback, CancelEpochException, CancelFitException
+from fastai.learner import Recorder
 from fastai.callback.progress import ProgressCallback, CSVLogger
 from fastai.callback.tracker import TrackerCallback
 from fastai.callback.schedule import ParamScheduler
@@ -45,8 +46,7 @@ def _random_states():
 
 def _set_random_states(s):
     random.setstate(s['python']); np.random.set_state(s['numpy']); torch.set_rng_state(s['torch'])
-    if s['cuda'] and len(s['cuda']) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(s['cuda'])
+    if s['cuda'] and len(s['cuda']) == torch.cuda.device_count(): torch.cuda.set_rng_state_all(s['cuda'])
 
 def _order_of(dl)->tuple:
     "The fastai loader whose `rng` orders `dl` (it, or the one a `DistributedDL` wraps), and the order it keeps"
@@ -70,51 +70,37 @@ def _set_loader_state(dl, state):
         owner.make_chunks()
 
 def _plain(o):
-    "A value as it compares across processes: plain values, lists and dicts of them (tensors too), functions by name"
-    if isinstance(o, (bool, int, float, str, type(None))): return o
-    if isinstance(o, (torch.Tensor, np.ndarray, np.generic)): return np.asarray(o).tolist()
-    if isinstance(o, dict): return {str(k): _plain(v) for k,v in o.items()}
-    if isinstance(o, (list, tuple)): return [_plain(v) for v in o]
+    "A value by its contents, as plain data that compares and hashes across processes; a function by its name"
+    if isinstance(o, (bool, int, float, str, bytes, type(None))): return o
+    if hasattr(type(o), 'tolist'): return _plain(o.tolist())   # (tensors, on any device; arrays; a DataFrame's row)
+    if isinstance(o, dict): return {str(k): _plain(v) for k,v in o.items()}   # (a Hugging Face dataset's row too)
+    if isinstance(o, (list, tuple, L)): return [_plain(v) for v in o]
+    if isinstance(o, (Path, numbers.Number)): return str(o)
     return getattr(o, '__qualname__', type(o).__name__) if callable(o) else type(o).__name__
+
+def _hash(*parts)->str: return hashlib.sha256(repr(_plain(parts)).encode()).hexdigest()[:16]   # (by contents)
 
 def _callback_config(cb)->dict:
     "A callback's class and the arguments it was made with, as far as it keeps them under their names"
     params = inspect.signature(type(cb).__init__).parameters
-    names = [n for n in params if n not in ('self', 'args', 'kwargs')]
     kept = vars(cb.settings) if isinstance(cb, GradientAccumulation) else {}   # (its arguments: `AccumSettings`)
-    if kept and 'kwargs' in params: names += [n for n in kept if n not in names]   # (a subclass passing them on)
+    names = [n for n in params if n not in ('self', 'args', 'kwargs')]
+    if 'kwargs' in params: names += [n for n in kept if n not in names]   # (a subclass passing them on)
     values = {n: kept[n] if n in kept else getattr(cb, n, None) for n in names}
-    if isinstance(cb, GradientAccumulation):   # its batch size: the setting, not the batch a fit has in use
+    if kept:   # its batch size: the setting, not the batch a fit has in use
         for n in {'accum_bs', 'accum_items'} & set(values): values[n] = cb.fixed.setting if n == cb.fixed.name else None
-    return dict(type=type(cb).__name__, **{n: _plain(v) for n,v in values.items()})
-
-def _hash(*parts)->str:
-    "A short hash of values by their contents, not their place in memory: tensors (read onto the CPU), arrays as bytes"
-    sha = hashlib.sha256()
-    def add(o):
-        if isinstance(o, torch.Tensor): o = o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-        if hasattr(o, 'to_numpy') and not isinstance(o, np.ndarray): o = o.to_numpy()   # (a DataFrame's row)
-        if isinstance(o, np.ndarray) and o.dtype != object: return sha.update(np.ascontiguousarray(o).tobytes())
-        if isinstance(o, (list, tuple, dict, np.ndarray)):   # (a dict: a Hugging Face dataset's row)
-            sha.update(b'(')
-            for x in (o.items() if isinstance(o, dict) else o): add(x)
-            return sha.update(b')')
-        sha.update(repr(o if isinstance(o, (str, bytes, numbers.Number, Path, type(None))) else _plain(o)).encode())
-    for o in parts: add(o)
-    return sha.hexdigest()[:16]
+    return dict(type=type(cb).__name__, **_plain(values))
 
 def _fingerprint(dataset)->str|None:
     "A hash of 16 items of the training set, spread over it: fastai's raw `items` or a list's as stored, else as read"
     items = dataset if isinstance(dataset, (list, tuple, L)) else getattr(dataset, 'items', dataset)
-    if isinstance(items, L): items = items.items
-    if isinstance(items, (list, tuple)): get = (list if isinstance(items, list) else tuple).__getitem__   # (as stored)
-    elif hasattr(items, 'iloc'): get = lambda items, i: items.iloc[i]   # (a DataFrame's rows)
-    elif hasattr(items, '__getitem__') and hasattr(items, '__len__'):   # (any map-style dataset, with its own seed)
-        def get(items, i):
-            with no_random(0): return items[i]
-    else: return None   # (an iterable dataset: nothing read of it, it would be consumed)
+    items = items.items if isinstance(items, L) else items.iloc if hasattr(items, 'iloc') else items   # (a DataFrame)
+    if not (hasattr(items, '__getitem__') and hasattr(items, '__len__')): return None   # (iterable: not consumed)
+    def get(i):   # (a list's item as stored, past a subclass's `__getitem__`; any other's read with its own seed)
+        if isinstance(items, (list, tuple)): return (list if isinstance(items, list) else tuple).__getitem__(items, i)
+        with no_random(0): return items[i]
     n = len(items)
-    return _hash(*(get(items, i) for i in sorted({i*(n-1)//15 for i in range(16)} if n else ())))
+    return _hash(*(get(i) for i in sorted({i*(n-1)//15 for i in range(16)} if n else ())))
 
 def _starting_point(learn)->dict:
     "What tells a run from another as it starts: its initial weights, and the random states (the seed) and loader's"
@@ -132,22 +118,21 @@ def _differences(old, new, prefix=''):
         if isinstance(a, dict) and isinstance(b, dict): out += _differences(a, b, f'{prefix}{k}.')
         elif a != b:
             exact = _short(a) == _short(b)   # (different beyond 4 digits: all of them)
-            out.append(f'{prefix}{k}: {_short(a, exact=exact)} in the checkpoint, {_short(b, exact=exact)} now')
+            out.append(f'{prefix}{k}: {_short(a, exact)} in the checkpoint, {_short(b, exact)} now')
     return out
 
-def _short(v, n=80, exact=False):
-    "`v` for a message: floats to 4 significant digits (unless `exact`), cut at `n` characters"
+def _short(v, exact=False):
+    "`v` for a message: floats to 4 significant digits (unless `exact`), cut at 80 characters"
     def fmt(o):
         if isinstance(o, float): return repr(o) if exact else f'{o:.4g}'
         if isinstance(o, (list, tuple)): return '[' + ', '.join(map(fmt, o)) + ']'
-        if isinstance(o, dict): return '{' + ', '.join(f'{k!r}: {fmt(x)}' for k,x in o.items()) + '}'
-        return repr(o)
+        return '{' + ', '.join(f'{k!r}: {fmt(x)}' for k,x in o.items()) + '}' if isinstance(o, dict) else repr(o)
     s = fmt(v)
-    return s if len(s) <= n else s[:n-3] + '...'
+    return s if len(s) <= 80 else s[:77] + '...'
 
-def _loader_batch_done(ga):
-    "Whether the micro-batch ends its loader batch (always, without fastaccum, or without `micro_batch_size`)"
-    return ga is None or ga.loader_batch_done
+def _newest(cb)->tuple:   # (the point a checkpoint loaded: the newest goes on)
+    return cb._loaded['finished'],cb._loaded['position']['epoch'],cb._loaded['position']['batches']
+def _counted(cb)->tuple: return cb.resumed_from,cb._loaded['position']['steps'],cb._loaded['position']['steps']
 
 def _check_run_name(name)->str|None:
     if name is None or isinstance(name, str) and name.strip(): return name
@@ -171,8 +156,7 @@ def _own_part(config:dict)->dict: return {k: config[k] for k in _OWN if k in con
 
 def _config_of(ckpt:dict, rank:int)->dict:
     "The configuration process `rank` wrote `ckpt` with: process 0's, with its own part of the data"
-    own = ckpt['ranks'][rank].get('config') if rank < len(ckpt['ranks']) else None
-    return {**ckpt['config'], **(own or {})}
+    return {**ckpt['config'], **(rank < len(ckpt['ranks']) and ckpt['ranks'][rank].get('config') or {})}
 
 def _gathered(o, world_size:int)->list:
     "Every process's `o`, by rank (process 0's: `_gathered(o, world_size)[0]`)"
@@ -197,17 +181,14 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         resume:bool=False, # Each fit loads its checkpoint if there is one: continues it, or skips it if it had finished
         keep:int=1, # Checkpoints to keep of a fit: the newest is `{fname}.pth`, the one before `{fname}.1.pth`, ...
         run_name:str|None=None, # The run's name, resumed only by a run of that name; `None`: known by how it starts
-    ):
-        store_attr()
-        # its parts, each fit's: the run's record, the files, the Learner's state, the data's order, the skipped epochs
-        self.record = self.files = self.state = self.data = self.paused = self._config = None
-        self.world_size,self.rank = 1,0
-        self._start()
+    ): store_attr(); self._start()
 
     def _start(self):
-        "A fit's position: nothing resumed, counted or written; no checkpoint to continue, of a finished fit, at an end"
+        "A fit's position and parts: nothing resumed, counted or written; no checkpoint to continue or end as"
         self.resumed_from,self.steps,self.written,self._stepped,self._seen,self._on = None,0,0,False,0,False
-        self._resume = self._finished = self._ended = None
+        self._loaded = self._lead = self.data = self.record = None   # (`_loaded`: the checkpoint, till it is put back)
+        self.world_size,self.rank = 1,0
+        self.paused = PausedCallbacks()   # (the other callbacks, while finished epochs are skipped)
 
     def __setattr__(self, name, value):
         "Set plainly (no fastai check); an argument, as when the callback is made, checked: an error names it"
@@ -225,7 +206,8 @@ class TrainingCheckpoint(ScopedCallback, Callback):
     def path(self)->Path:
         "This fit's file (before one: the next's): the run's fit 0 writes `{fname}.pth`, fit k `{fname}.fit{k}.pth`"
         files = CheckpointFiles(Path(self.learn.path)/self.learn.model_dir, self.fname)
-        return files.path(self.record.k if self.record is not None else _run_of(files.first)['completed'])
+        return files.path(self.record.k if self.record is not None else
+                          _runs.get(str(files.first.resolve()), _NEW_RUN)['completed'])
 
     def own_event(self)->bool:
         "Only a fit's own `before_fit` and `after_fit`: the validation context, `summary` and `tta` change nothing"
@@ -245,43 +227,44 @@ class TrainingCheckpoint(ScopedCallback, Callback):
                              'train from a fastai DataLoader.')
         self.world_size = ddp_world_size(learn)
         self.rank = torch.distributed.get_rank() if self.world_size > 1 else 0
-        self.record = FitRecord(self.files.first, self.rank, learn).starts(learn, self.run_name, self.world_size)
-        self.state = LearnerState(learn, skip=self, shards=self.files.shards)
-        self.data,self.paused = DataOrder(learn),PausedCallbacks()
+        self.record = FitRecord(self.files.first, self.rank, learn, self.run_name, self.world_size)
+        self.state,self.data = LearnerState(learn, skip=self, shards=self.files.shards),DataOrder(learn)
         self._config = self.state.configuration(self.record.k, self.world_size)
         if self.rank == 0: self.files.check_writable()
-        loaded = self.resume and self._load()
-        if self.record.k == 0 and not loaded: self.record.new_run(self.world_size)
-        if self.resume and not loaded:
-            for cb in self.state._cbs(CSVLogger): _drop_unlogged_header(cb)
+        self._loaded = ckpt = self._load() if self.resume else None   # (put back once every checkpoint read its own)
+        if self.record.k == 0: self.record.names_run(ckpt, self.world_size)
+        for cb in self.state._cbs(CSVLogger) if self.resume and ckpt is None else []: _drop_unlogged_header(cb)
+        cbs = [cb for cb in learn.cbs.sorted('order') if isinstance(cb, TrainingCheckpoint) and cb.run]
+        lead = max((cb for cb in cbs if cb._on and cb._loaded is not None), key=_newest, default=None)
+        if cbs[-1] is self and lead is not None: lead._resume_from([cb for cb in cbs if cb._on])
 
     def after_step(self):
         "A step the fit's scope counted since the last (not a cancelled one): when a checkpoint is due, write it after"
-        n = self.scope.n_steps
-        if n == self._seen: return
-        self._seen,self._stepped,self.steps = n,True,self.steps+1
+        if self.scope.n_steps == self._seen: return
+        self._seen,self._stepped,self.steps = self.scope.n_steps,True,self.steps+1
         if self.every_steps is not None and self.steps - self.written >= self.every_steps: self.run_train = True
 
-    def _load(self)->bool:
-        "Load this fit's checkpoint if it is of this run: continue it, or skip the finished fit; refuse a bad one"
+    def _load(self)->dict|None:
+        "This fit's checkpoint if it is of this run, checked: to continue, or to end as the finished fit; else `None`"
         record,files = self.record,self.files
         files.remove_partial(record.k, self.rank, self.world_size)
         ckpt,path = files.read(record.k),files.stored(record.k)
-        if ckpt is None or not record.of_run(ckpt, path): return False
-        differs = record.differences(ckpt) + _differences(_config_of(ckpt, self.rank), self._config)
+        if ckpt is None or (other := record.differences(ckpt, path)) is None: return None
+        differs = other + _differences(_config_of(ckpt, self.rank), self._config)
         _check_fits(ckpt, _everywhere(differs, self.rank, self.world_size), self.world_size, path)
-        if record.k == 0: record.joins(ckpt)
-        pos = ckpt['position']
-        if ckpt['finished']:
-            self._finished,self.resumed_from = ckpt,(pos['epoch'], 0)
-            record.say_finished(pos, path)
-            raise CancelFitException()   # (the others end the fit they started; then `after_fit` puts its end back)
-        self.state.put_back(ckpt, path)   # (the random states and the loaders: as the checkpoint's epoch starts)
-        self.learn.train_iter,self.steps,self.written = pos['train_iter'],pos['steps'],pos['steps']
-        self.resumed_from,self._resume = (pos['epoch'], pos['batches']),ckpt
-        record.say_resuming(pos, path, self.learn.n_epoch, self._config['training batches'])
-        if pos['epoch'] > 0: self._pause()
-        return True
+        return ckpt
+
+    def _resume_from(self, cbs:list):
+        "Go on from its checkpoint, the newest of the Learner's `cbs` (or end as the finished fit); the others follow"
+        ckpt,pos = self._loaded,self._loaded['position']
+        self.resumed_from = (pos['epoch'], 0 if ckpt['finished'] else pos['batches'])
+        if not ckpt['finished']:   # (finished: cancelled at `before_epoch`, once every checkpoint has joined the fit)
+            self._put_back(ckpt)   # (the random states and the loaders: as the checkpoint's epoch starts)
+            if pos['epoch'] > 0: self._pause()
+        for cb in cbs:   # (the others count on from its point: nothing of theirs put back)
+            if cb is not self: cb._loaded,cb._lead,cb.resumed_from,cb.steps,cb.written = None,self,*_counted(self)
+        n_batches,path = self._config['training batches'],self.files.stored(self.record.k)
+        self.record.say_loaded(ckpt, path, self.learn.n_epoch, n_batches)
 
     def _pause(self, later:bool=False):
         "The finished epochs are skipped, no other callback sees them (`later`: those after this one, at epoch 0)"
@@ -289,75 +272,80 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         self.paused.pause(cbs[cbs.index(self)+1:] if later else cbs[:cbs.index(self)])
 
     def before_epoch(self):
-        "Skip the epochs the checkpoint had finished"
-        if not (self._on and self._resume is not None and self.epoch < self._resume['position']['epoch']): return
+        "A finished fit ends (`after_fit` puts its end back); the epochs the checkpoint had finished are skipped"
+        ckpt = self._loaded if self._on else None
+        if ckpt is not None and ckpt['finished']: raise CancelFitException()
+        if ckpt is None or self.epoch >= ckpt['position']['epoch']: return
         if self.epoch == 0: self._pause(later=True)
         raise CancelEpochException()
 
     def before_train(self):
         "Note the random states as the epoch starts (they draw its order); in the resumed epoch, put them back"
         if not self._on: return
-        if self._resume is not None: return self._continue()
+        if self._loaded is not None: return self._continue()
         self.data.epoch_started()
         # a fit that starts afresh is checkpointed as it starts: run again after an interruption, it goes back there
         if self.resume and self.epoch == 0 and self.resumed_from is None: self._write(0, 0)
 
     def _continue(self):
-        "The checkpoint's epoch (or the fit's end): loaders, random states, fastai's position, as at the checkpoint"
-        ckpt,self._resume = self._resume,None
-        pos,learn = ckpt['position'],self.learn
-        if not pos['batches'] or pos['epoch'] >= learn.n_epoch:   # at an epoch's start, or the fit's end
-            return self.data.put_back(ckpt['ranks'][self.rank])
-        ga = find_cb(learn, GradientAccumulation)   # (fastai's batch index from `k`: the fit's runner counts on)
-        runner = ga.runner if ga is not None and ga.runner is not None else BatchRunner(learn).install(self.releases)
+        "The checkpoint's epoch: loaders, random states, fastai's position, as at the checkpoint"
+        ckpt,self._loaded,learn = self._loaded,None,self.learn
+        pos,runner = ckpt['position'],None
+        if pos['batches']:   # (in the epoch: fastai's batch index from `k`, which the fit's runner counts on)
+            runner = getattr(find_cb(learn, GradientAccumulation), 'runner', None)
+            runner = runner if runner is not None else BatchRunner(learn).install(self.releases)
+            learn.pct_train = pos['pct_train']
+            self.state.put_back_metrics(ckpt['recorder'])
         self.data.put_back(ckpt['ranks'][self.rank], pos['batches'], runner)
-        learn.pct_train = pos['pct_train']
-        self.state.put_back_metrics(ckpt['recorder'])
+        for cb in learn.cbs:   # (the checkpoints that follow it, before it in order, noted the epoch's start early)
+            if isinstance(cb, TrainingCheckpoint) and cb._lead is self: cb.data.started = self.data.started
 
     def after_train(self):
         if self._on: self.data.release()
     def after_batch(self):
         "While a checkpoint is due: write it after a step at a step boundary (with fastaccum, a loader batch's end)"
-        stepped,self._stepped = self._stepped,False
-        if stepped and _loader_batch_done(find_cb(self.learn, GradientAccumulation)):
-            self._write(self.epoch, self.iter+1)
+        stepped,self._stepped,ga = self._stepped,False,find_cb(self.learn, GradientAccumulation)
+        if stepped and (ga is None or ga.loader_batch_done): self._write(self.epoch, self.iter+1)
 
     def after_epoch(self):
         "At each epoch's end (after its validation), with `every_epoch`; after the last skipped epoch, the others run"
         if not self._on: return
-        if self.paused:
-            if self.epoch+1 < self.resumed_from[0]: return
+        if not self.paused:
+            if self.every_epoch: self._write(self.epoch+1, 0)
+        elif self.epoch+1 >= self.resumed_from[0]:
             self.paused.resume()
-            if self._resume is not None and self.resumed_from[0] >= self.n_epoch:   # resumed at the fit's end
-                self._ended = self._resume
-                self._continue()
-        elif self.every_epoch: self._write(self.epoch+1, 0)
+            if self.resumed_from[0] >= self.n_epoch: self.data.put_back(self._loaded['ranks'][self.rank])   # (its end)
 
     def after_fit(self):
-        "The fit ended (not by an exception): its last checkpoint, of its end; a skipped fit takes the end it had"
+        "The fit ended (not by an exception): its last checkpoint, of its end; a finished fit takes the end it had"
         if self._on and self.own_event():
-            if self._finished is not None: self._end_as(self._finished)
-            else:
-                if self._ended is not None: self.state.ended(self._ended)   # (resumed at its end: trained nothing)
+            if (ckpt := self._loaded) is not None and ckpt['finished']: self._end_as(ckpt)
+            elif self._lead is None or not (self._lead._loaded or {}).get('finished'):   # (else put back after it)
+                if ckpt is not None and self.resumed_from[0] >= self.n_epoch: self.state.ended(ckpt)   # (at its end)
                 self._write(self.learn.epoch+1, 0, finished=True)
             self.record.finish()
         super().after_fit()
 
-    def _end_as(self, ckpt):
-        "A finished fit, skipped: the Learner, its callbacks and the random states as that fit ended"
-        learn,pos = self.learn,ckpt['position']
+    def _put_back(self, ckpt):
+        "The Learner's state, its `train_iter` and the steps counted, as at the checkpoint"
         self.state.put_back(ckpt, self.files.stored(self.record.k))
-        learn.epoch,learn.train_iter,learn.pct_train = pos['learner_epoch'],pos['train_iter'],pos['pct_train']
+        pos = ckpt['position']
+        self.learn.train_iter,self.steps,self.written = pos['train_iter'],pos['steps'],pos['steps']
+
+    def _end_as(self, ckpt):
+        "A finished fit: the Learner, its callbacks and the random states as that fit ended"
+        learn,pos = self.learn,ckpt['position']
+        self._put_back(ckpt)
+        learn.epoch,learn.pct_train = pos['learner_epoch'],pos['pct_train']
         learn.model.train(pos['training'])
-        self.steps = self.written = pos['steps']
         self.data.put_back(ckpt['ranks'][self.rank])
 
     def _release(self):
         "On every way out of a fit: the other callbacks run again, the batch index and optimizer's step are fastai's"
-        if self.paused is not None: self.paused.resume()
+        self.paused.resume()
         if self.data is not None: self.data.release()
         self.releases.close()
-        self._resume,self._finished,self._on,self.run_train = None,None,False,False
+        self._loaded,self._lead,self._on,self.run_train = None,None,False,False
 
     def _write(self, epoch, batches, finished=False):
         "Write the checkpoint at `batches` done in `epoch`: process 0, with every process's states (FSDP 2: shards too)"
@@ -374,12 +362,8 @@ class TrainingCheckpoint(ScopedCallback, Callback):
 # %% ../nbs/22_checkpoint.ipynb #6dadae7b
 _runs = {}   # this process's runs: the resolved path of a run's first file -> what it knows of the run
 _learners = weakref.WeakValueDictionary()   # the same path -> the Learner of the run's last fit (not kept alive)
+_NEW_RUN = dict(id=None, identity=None, completed=0, started=None)   # what it knows of a run: its fits completed, ...
 
-def _run_of(first:Path)->dict:
-    "The run whose fit 0 writes `first`, as this process knows it: id, identity, fits completed, the fit started"
-    return _runs.setdefault(str(Path(first).resolve()), _new_run())
-
-def _new_run()->dict: return dict(id=None, identity=None, completed=0, started=None)
 def _count(n:int, what:str)->str: return f'{n} {what}' + ('' if n == 1 else 's')
 
 class FitRecord:
@@ -388,64 +372,51 @@ class FitRecord:
         first:Path, # The file of the run's fit 0: it names the run
         rank:int=0, # This process's rank under DDP: process 0 says what is done
         learn=None, # The `Learner` that fits: after an interruption another one starts the run again, from fit 0
+        name:str|None=None, # The run's name (`run_name`); `None`: its starting point (`learn`'s) tells it at fit 0
+        world_size:int=1, # The processes training: process 0's identity is the run's
     ):
         "A fit of the run starts: the run's next; after an interruption, the same again, or with a new Learner fit 0"
-        self.run,self.rank = _run_of(check_path('first', first, 'a checkpoint file', folder=None)),rank
-        key = str(Path(first).resolve())
+        key = str(check_path('first', first, 'a checkpoint file', folder=None).resolve())
+        self.run,self.rank,self.identity = _runs.setdefault(key, dict(_NEW_RUN)),rank,None
         if self.run['started'] is not None and learn is not None and _learners.get(key) is not learn:
-            self.run.update(_new_run())   # (the script, or the cell that makes the Learner, run again)
+            self.run.update(_NEW_RUN)   # (the script, or the cell that makes the Learner, run again)
         self.k = self.run['started'] = self.run['completed']
-        if learn is not None: _learners[key] = learn
-        self.identity = None
-
-    def starts(self,
-        learn, # The `Learner`, whose starting point tells the run when it has no name
-        name:str|None=None, # The run's name (`run_name`); `None`: its starting point tells it
-        world_size:int=1, # The processes training: process 0's identity is the run's
-    )->FitRecord:
-        "Fit 0 starts: what tells its run from another (given, or found), which it writes and a checkpoint must match"
-        if self.k != 0: return self
+        if learn is None: return
+        _learners[key] = learn
+        if self.k != 0: return
+        # fit 0: what tells its run from another (given, or found), which it writes and a checkpoint must match
         mine = None if self.rank else dict(name=name) if name is not None else dict(name=None, **_starting_point(learn))
         self.identity = _gathered(mine, world_size)[0]   # (process 0's)
-        return self
 
     def stamp(self)->dict: return dict(id=self.run['id'], fit=self.k, identity=self.run['identity'])   # (its fit's)
-    def new_run(self, world_size:int=1):
-        "Fit 0 starts afresh: the run is a new one, with a new id (process 0's, under DDP)"
-        self.run.update(id=_gathered(uuid.uuid4().hex[:12], world_size)[0], identity=self.identity)
+    def names_run(self, ckpt:dict|None=None, world_size:int=1):
+        "Fit 0 names the run: it continues `ckpt`'s (the later fits load its files), or starts a new one, with a new id"
+        run = ckpt['run'] if ckpt else dict(id=_gathered(uuid.uuid4().hex[:12], world_size)[0], identity=self.identity)
+        self.run.update(id=run['id'], identity=run['identity'])   # (process 0's new id, under DDP)
 
-    def joins(self, ckpt:dict):
-        "Fit 0 continues `ckpt`'s run: the later fits load the files of that run"
-        self.run.update(id=ckpt['run']['id'], identity=ckpt['run']['identity'])
-
-    def of_run(self, ckpt:dict, path:Path)->bool:
-        "Whether `ckpt` is this fit's: fit 0's always (it names the run); a later fit's of an earlier run not (said)"
-        if self.k == 0 or ckpt['run']['id'] == self.run['id']: return True
+    def differences(self, ckpt:dict, path:Path)->list|None:
+        "How fit 0's `ckpt` differs from this run (`[]`: none); `None`: a later fit's file of an earlier run (said)"
+        if ckpt['run']['id'] == self.run['id']: return []
+        if self.k == 0: return _differences(ckpt['run']['identity'], self.identity, 'run ')
         self.say(f'{path} is fit {self.k} of an earlier run (its fit 0 was trained again since): fit {self.k} starts '
                  'afresh, and writes over it.')
-        return False
-
-    def differences(self, ckpt:dict)->list:
-        "How fit 0's checkpoint's run differs from this one (unless this process already continues it)"
-        if self.k != 0 or ckpt['run']['id'] == self.run['id']: return []
-        return _differences(ckpt['run']['identity'], self.identity, 'run ')
     def finish(self):
         "The fit ended (not by an exception): the run's next fit is the one after it"
         self.run['completed'],self.run['started'] = self.k+1,None
     def say(self, message:str):
         "One line, from one process"
         if self.rank == 0: print(f'TrainingCheckpoint: {message}')
-    def say_finished(self, pos:dict, path:Path):
-        done = f"{_count(pos['epoch'], 'epoch')}, {_count(pos['steps'], 'optimizer step')}"
-        self.say(f'fit {self.k} had finished ({done}): its end is loaded from {path}, and nothing is trained again. '
-                 'To train it again, delete the file or pass another fname.')
 
-    def say_resuming(self, pos:dict, path:Path, n_epoch:int, n_batches:int|None):
-        epoch,k = pos['epoch'],pos['batches']
+    def say_loaded(self, ckpt:dict, path:Path, n_epoch:int, n_batches:int|None):
+        "Where the fit goes on from `ckpt` (at `path`), or that it had finished"
+        (epoch,k,steps),fit = (ckpt['position'][n] for n in ('epoch', 'batches', 'steps')),self.k
+        if ckpt['finished']: return self.say(
+            f"fit {fit} had finished ({_count(epoch, 'epoch')}, {_count(steps, 'optimizer step')}): its end is loaded "
+            f'from {path}, and nothing is trained again. To train it again, delete the file or pass another fname.')
         where = ('at its end' if epoch >= n_epoch else f'at the start of epoch {epoch}' if not k else
                  f'at epoch {epoch}, batch {k}' + (f' of {n_batches}' if n_batches else '') +
                  (' (its validation)' if k == n_batches else ''))
-        self.say(f'resuming fit {self.k} {where}, from {path}')
+        self.say(f'resuming fit {fit} {where}, from {path}')
 
 # %% ../nbs/22_checkpoint.ipynb #1a46d1fe
 def _grads(model)->list:
@@ -461,19 +432,15 @@ _RECORDED = ('lrs', 'losses', 'iters', 'values', 'hps', 'accum_bs')   # the Reco
 
 def _recorder_state(recorder):
     "The Recorder's history; with `train_metrics`, its metrics' running state too (they accumulate over the epoch)"
-    if recorder is None: return None
     metrics = [{k: v for k,v in vars(m).items() if not callable(v)} for m in recorder.metrics]
     return dict({k: copy(getattr(recorder, k, None)) for k in _RECORDED}, metrics=metrics if recorder.train_metrics
                 else None, smooth_loss=(recorder.smooth_loss.count, recorder.smooth_loss.val))
 
-def _put_back_recorder(learn, saved):
-    recorder = getattr(learn, 'recorder', None)
-    if recorder is None: return
-    for k in _RECORDED:
-        if saved[k] is not None: setattr(recorder, k, saved[k])
+def _put_back_recorder(recorder, saved):
+    vars(recorder).update({k: saved[k] for k in _RECORDED if saved[k] is not None})
     recorder.smooth_loss.count,recorder.smooth_loss.val = saved['smooth_loss']
-    if recorder.values: learn.final_record = recorder.values[-1].copy()
-    if recorder.losses: learn.smooth_loss = recorder.losses[-1]
+    if recorder.values: recorder.learn.final_record = recorder.values[-1].copy()
+    if recorder.losses: recorder.learn.smooth_loss = recorder.losses[-1]
 
 def _put_back_optimizer(opt, state, source):
     if not isinstance(opt, Optimizer): return opt.load_state_dict(state)   # (PyTorch's move it to the parameters)
@@ -490,16 +457,13 @@ def _put_back_optimizer(opt, state, source):
 
 def _csv_text(cb)->str:
     "What a `CSVLogger` has written so far"
-    f = cb.__dict__.get('file')
-    if f is not None and not f.closed: f.flush()
-    path = Path(cb.path)/cb.fname
-    return path.read_text() if path.exists() else ''
+    if not getattr(cb.__dict__.get('file'), 'closed', True): cb.file.flush()
+    return path.read_text() if (path := Path(cb.path)/cb.fname).exists() else ''
 
 def _restore_csv(cb, text:str):
     "A `CSVLogger`'s file as it was at the checkpoint (its `before_fit` opened it afresh, or its `after_fit` closed it)"
-    f = cb.__dict__.get('file')
-    if f is not None and not f.closed: f.seek(0); f.truncate(); f.write(text); f.flush()
-    else: (Path(cb.path)/cb.fname).write_text(text)
+    if getattr(cb.__dict__.get('file'), 'closed', True): return (Path(cb.path)/cb.fname).write_text(text)
+    cb.file.seek(0); cb.file.truncate(); cb.file.write(text); cb.file.flush()
 
 def _drop_unlogged_header(cb):
     "A `CSVLogger(append=True)` started again after a kill that left its header and no row: that header goes"
@@ -508,6 +472,12 @@ def _drop_unlogged_header(cb):
 
 _TRACKED = ('best', 'wait', 'new_best', 'last_saved_path')   # what fastai's trackers carry from epoch to epoch
 _HYPERS = ('lr', 'wd', 'mom', 'sqr_mom', 'eps', 'beta')   # a fit's hyper-parameters (PyTorch's `betas`: mom, sqr_mom)
+_CARRIED = dict(   # the parts of fastai's callbacks: each callback of a class, (what takes its part, what puts it back)
+    recorder=(Recorder, _recorder_state, _put_back_recorder),
+    schedulers=(ParamScheduler, lambda cb: cb.hps, lambda cb,hps: setattr(cb, 'hps', hps)),
+    trackers=(TrackerCallback, lambda cb: {k: vars(cb)[k] for k in _TRACKED if k in vars(cb)},
+              lambda cb,tracked: vars(cb).update(tracked)),
+    csv=(CSVLogger, _csv_text, _restore_csv))
 
 def _length(o):
     try: return len(o)
@@ -526,31 +496,24 @@ class LearnerState:
         has = lambda cb: all(callable(getattr(type(cb), m, None)) for m in ('state_dict', 'load_state_dict'))
         return [cb for cb in self.learn.cbs if cb is not self.skip and has(cb)]
     def _cbs(self, cls)->list: return [cb for cb in self.learn.cbs if isinstance(cb, cls)]
-    def _each(self, cls, take, put)->tuple:
-        "Take and put back each `cls` callback's part of the state, with `take(cb)` and `put(cb, saved)`"
-        return (lambda: [take(cb) for cb in self._cbs(cls)],
-                lambda saved: [put(cb, s) for cb,s in zip(self._cbs(cls), saved)])
 
     def parts(self, source=None)->dict:
         "Each part of the state: (what takes it, what puts it back); under FSDP 2 the weights and optimizer are shards"
-        learn,model = self.learn,bare_model(self.learn.model)
-        scaler,recorder = getattr(learn, 'scaler', None),getattr(learn, 'recorder', None)
-        whole = {} if self.shards else dict(model=(model.state_dict, model.load_state_dict),
+        learn,model,scaler = self.learn,bare_model(self.learn.model),getattr(self.learn, 'scaler', None)
+        whole = dict.fromkeys(('model', 'grads', 'opt'), (noop, noop)) if self.shards else dict(   # (shards: apart)
+            model=(model.state_dict, model.load_state_dict),
             grads=(partial(_grads, model), partial(_set_grads, model)),
             opt=(learn.opt.state_dict, partial(_put_back_optimizer, learn.opt, source=source)))
+        each = {k: (lambda cls=cls, take=take: [take(cb) for cb in self._cbs(cls)],
+                    lambda saved, cls=cls, put=put: [put(cb, s) for cb,s in zip(self._cbs(cls), saved)])
+                for k,(cls,take,put) in _CARRIED.items()}
         return dict(whole, scaler=(scaler.state_dict, scaler.load_state_dict) if hasattr(scaler, 'state_dict') else
-                    (noop, noop),
-            callbacks=(lambda: {cb.name: cb.state_dict() for cb in self.stateful()},
-                       lambda saved: [cb.load_state_dict(saved[cb.name]) for cb in self.stateful()]),
-            recorder=(partial(_recorder_state, recorder), partial(_put_back_recorder, learn)),
-            schedulers=self._each(ParamScheduler, lambda cb: cb.hps, lambda cb,hps: setattr(cb, 'hps', hps)),
-            trackers=self._each(TrackerCallback, lambda cb: {k: cb.__dict__[k] for k in _TRACKED if k in cb.__dict__},
-                                lambda cb,tracked: [setattr(cb, k, v) for k,v in tracked.items()]),
-            csv=self._each(CSVLogger, _csv_text, _restore_csv))
+                    (noop, noop), callbacks=(lambda: {cb.name: cb.state_dict() for cb in self.stateful()},
+                    lambda saved: [cb.load_state_dict(saved[cb.name]) for cb in self.stateful()]), **each)
 
     def take(self)->dict:
         "Weights, gradients, optimizer, loss scaler, callbacks' states, Recorder and schedulers' history, trackers, CSV"
-        return {**dict.fromkeys(('model', 'grads', 'opt')), **{k: take() for k,(take,_) in self.parts().items()}}
+        return {k: take() for k,(take,_) in self.parts().items()}
 
     def put_back(self,
         state:dict, # What `take` gave (in a checkpoint)
@@ -562,11 +525,10 @@ class LearnerState:
         for k,(_,put) in self.parts(source).items():
             if state[k] is not None: put(state[k])
 
-    def put_back_metrics(self, saved:dict|None):
+    def put_back_metrics(self, saved:list):
         "With `train_metrics`, the metrics' running state in the epoch (from `take`'s `recorder`)"
-        recorder = getattr(self.learn, 'recorder', None)
-        if recorder is None or saved is None: return
-        for m,state in zip(recorder.metrics, saved['metrics'] or []): vars(m).update(state)
+        for recorder,s in zip(self._cbs(Recorder), saved):
+            for m,state in zip(recorder.metrics, s['metrics'] or []): vars(m).update(state)
 
     def ended(self, state:dict):
         "The callbacks' states as after the fit `state` was taken at the end of (not of a fit to go on)"
@@ -574,38 +536,31 @@ class LearnerState:
             saved = state['callbacks'][cb.name]
             if isinstance(saved, dict) and saved.get('in_fit'): cb.load_state_dict(dict(saved, in_fit=False))
 
-    def _configured(self)->list:
-        "The callbacks whose settings must match: those with state, fastai's trackers and CSV logger, and fastaccum's"
-        carried = self.stateful() + self._cbs(TrackerCallback) + self._cbs(CSVLogger)
-        ours = lambda cb: cb is not self.skip and cb not in carried and type(cb).__module__.startswith('fastaccum.')
-        return carried + [cb for cb in self.learn.cbs if ours(cb)]
-
-    def _hypers(self)->dict:
-        "The optimizer's hyper-parameters as the fit starts: those `fit` sets (lr, wd), and the others not scheduled"
-        # (a scheduled one, as one-cycle's `mom`, starts where the last fit left it: its schedule is compared instead)
-        scheduled = {h for cb in self._cbs(ParamScheduler) for h in cb.scheds if h not in ('lr', 'wd')}
-        return {f'{i}.{k}': _plain(h[k]) for i,h in enumerate(getattr(self.learn.opt, 'hypers', []))
-                for k in _HYPERS if k in h and k not in scheduled}
-
     def configuration(self,
         fit:int, # Which fit of the run
         world_size:int=1, # The processes training
     )->dict:
         "What must be the same for a checkpoint to continue this fit"
-        learn,dl,opt = self.learn,self.learn.dls.train,self.learn.opt
-        shapes = (model_shapes(learn.model) if self.shards else   # (a sharded parameter's full shape)
-                  {n: list(t.shape) for n,t in bare_model(learn.model).state_dict().items()})
+        learn,dl,opt,scheds = self.learn,self.learn.dls.train,self.learn.opt,self._cbs(ParamScheduler)
+        carried = self.stateful() + self._cbs(TrackerCallback) + self._cbs(CSVLogger)   # (and fastaccum's callbacks)
+        cbs = carried + [cb for cb in learn.cbs if cb is not self.skip and cb not in carried and
+                         type(cb).__module__.startswith('fastaccum.')]
+        # the hyper-parameters `fit` sets (lr, wd) and those not scheduled (a scheduled one, as one-cycle's `mom`,
+        # starts where the last fit left it: its schedule is compared instead)
+        scheduled = {h for cb in scheds for h in cb.scheds if h not in ('lr', 'wd')}
         return {'fit': fit, 'epochs': learn.n_epoch, 'training batches': _length(dl),
                 'training samples': _length(getattr(dl, 'dataset', None)),
                 'training data': _fingerprint(getattr(dl, 'dataset', None)),
                 'batch size': loader_bs(dl), 'loader': type(dl).__name__, 'world size': world_size,
-                'parameters': shapes,
+                'parameters': model_shapes(learn.model) if self.shards else   # (a sharded parameter's full shape)
+                              {n: list(t.shape) for n,t in bare_model(learn.model).state_dict().items()},
                 'optimizer': [type(opt).__name__] + [getattr(f, '__name__', type(f).__name__)
                                                      for f in getattr(opt, 'cbs', [])],
-                'hypers': self._hypers(),
+                'hypers': {f'{i}.{k}': _plain(h[k]) for i,h in enumerate(getattr(opt, 'hypers', []))
+                           for k in _HYPERS if k in h and k not in scheduled},
                 'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # at a few points
-                             for i,cb in enumerate(self._cbs(ParamScheduler)) for h,f in cb.scheds.items()},
-                'callbacks': {cb.name: _callback_config(cb) for cb in self._configured()}}
+                             for i,cb in enumerate(scheds) for h,f in cb.scheds.items()},
+                'callbacks': {cb.name: _callback_config(cb) for cb in cbs}}
 
 def _check_callbacks(saved:dict, names:list, path):
     "The callbacks with state are those that wrote the checkpoint (one removed or added during a fit: refused)"
@@ -655,13 +610,12 @@ class DataOrder:
         "The states as `taken`; with `batches`, the epoch's order drawn again as it started, less its first `batches`"
         learn = self.learn
         for dl,state in zip(learn.dls.loaders, taken['loaders']): _set_loader_state(dl, state)
-        if not batches:   # at an epoch's start, or the fit's end
-            _set_random_states(taken['random'])
-            self.started = dict(random=taken['random'], loader=_loader_state(learn.dls.train))
-            return
-        self.started,dl,installed = taken['epoch'],learn.dl,Releases()
-        _set_loader_state(dl, self.started['loader'])
+        now = dict(random=taken['random'], loader=_loader_state(learn.dls.train))   # (at an epoch's start, or the end)
+        self.started = taken['epoch'] if batches else now   # (else the states the epoch started with)
         _set_random_states(self.started['random'])
+        if not batches: return
+        dl,installed = learn.dl,Releases()
+        _set_loader_state(dl, self.started['loader'])
         get_idxs = dl.get_idxs   # (the epoch's order drawn again as it started: it skips what was done)
         def skipping_get_idxs():
             "The epoch's order as it was drawn; then the checkpoint's random states, and the first `batches` left out"
@@ -679,7 +633,6 @@ class DataOrder:
         "The loader and the runner as fastai's: every batch of the next epoch, counted from 0"
         self._skipping.close()
 
-
 # %% ../nbs/22_checkpoint.ipynb #74332278
 class PausedCallbacks(Releases):
     "Other callbacks switched off while the epochs that a checkpoint had finished are skipped, and then back on"
@@ -691,4 +644,3 @@ class PausedCallbacks(Releases):
         for cb in cbs:
             if not isinstance(cb, ProgressCallback): self.replace(cb, 'run', False)
     def resume(self): "The paused callbacks run again (or not, as before the pause)"; self.close()
-

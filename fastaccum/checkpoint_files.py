@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/internals/checkpoint_files.html.md""
 
 # %% ../nbs/internals/checkpoint_files.ipynb #56bba031
 from __future__ import annotations
-import errno, hashlib, io, numbers, os, shutil, struct
+import errno, hashlib, io, numbers, os, shutil, struct, tempfile
 from pathlib import Path
 import torch
 from fastai.optimizer import Optimizer
@@ -114,7 +114,7 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
 # %% ../nbs/internals/checkpoint_files.ipynb #829643e9
-_FORMAT = 3
+_FORMAT = 4   # (4: the Recorder's part one per Recorder, the run's identity hashed from plain values)
 _CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
                     'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
 
@@ -186,16 +186,13 @@ class CheckpointFiles:
     @property
     def first(self)->Path: return self.folder/f'{self.fname}.pth'   # fit 0's file, which names the run
     def path(self, k:int)->Path: return self.first if k == 0 else self.folder/f'{self.fname}.fit{k}.pth'
-    def stored(self, k:int)->Path:
-        "Fit `k`'s file, or under FSDP 2 the folder of its shards (the file's name, no suffix)"
-        return self.path(k).with_suffix('') if self.shards else self.path(k)
+    def stored(self, k:int)->Path: return self.path(k).with_suffix('') if self.shards else self.path(k)   # (a folder)
 
     def check_writable(self):
         "Find out now, not at the first checkpoint, if the folder cannot be written in"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            probe = self.folder/f'.{self.fname}.{os.getpid()}.probe'
-            probe.write_bytes(b''); probe.unlink()
+            with tempfile.TemporaryFile(dir=self.folder): pass   # (a file made and deleted)
         except OSError as e:
             raise CheckpointError(f'TrainingCheckpoint cannot write its checkpoints in {self.folder}: '
                                   f'{e.strerror or e}. Make it writable, or set learn.path (or learn.model_dir) to one '
