@@ -140,8 +140,8 @@ class BatchRunner(WindowListener):
         if tune and size is None: raise ValueError('`tune=True` times `size` and below: pass size=..., the largest.')
         if whole is not None and not isinstance(whole, WholeBatchLoss):
             raise ValueError(f'`whole` must be a WholeBatchLoss (GradCache\'s two passes) or None, got {whole!r}.')
-        store_attr()
-        self.skip,self.restart,self.told,self.stateful = 0,(0, 0),None,stateful_module(learn.model)
+        store_attr('learn,size,auto,infer_size,whole,sync,on_redo,count')
+        self.skip,self.told,self.stateful = 0,None,stateful_module(learn.model)
         self.found,self.how = None,()   # the size `auto` or `tune` found in this fit, and how (told once settled)
         self.counters = [cb for cb in learn.cbs if isinstance(cb, TrainEvalCallback)]   # (fastai's: at last pieces)
         self.trials,self.timed,self.clock = _trials(size) if tune else [],{},None   # (`tune`'s, below)
@@ -182,7 +182,7 @@ class BatchRunner(WindowListener):
     def _split(self, i, b):
         "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
         self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # (the window's, to run it again)
-        n,self.at = find_bs(b),(len(self.batches)-1, 0)   # (where it runs from: after running out of memory, `restart`)
+        n,self.at = find_bs(b),(len(self.batches)-1, 0)   # (where it runs from; after running out of memory, `undo`'s)
         self.check_layout(b, n, self.size)
         return self._smaller(lambda: self._run(*self.at), n, undo=self._restore)
 
@@ -218,22 +218,21 @@ class BatchRunner(WindowListener):
             k,offset = k+1,0
 
     def _window_starts(self, k, offset):
-        "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
+        "A window starts at sample `offset` of `self.batches[k]`: `tune` times it; with `auto`, note what to go back to"
         self.window_starts = False
-        if self.trials:   # `tune`: the next size to time (the first window, `None`, warms up at the size in use)
-            if self.clock is not None and self.trials[0] is None: del self.trials[0]
+        if self.trials:   # `tune`: the next size to time, from here
+            self._use(self.trials[0])
             self.clock = _clock()
-            self._use(self.trials[0] or self.size)
         if not self.auto: return k
         del self.batches[:k]
-        self.restart,self.undo = (0, offset),_snapshot(self.learn)
+        self.undo = _snapshot(self.learn),offset
         return 0
 
     def window_closed(self, window):
         "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
         self.window_starts = True
-        if self.trials and self.clock is not None and self.trials[0] is not None:   # (an epoch's short window: again)
-            if window.held >= window.size: self.timed[self.trials.pop(0)] = (_clock() - self.clock)/window.samples
+        if self.trials and window.held >= window.size:   # (an epoch's short window: timed again)
+            self.timed[self.trials.pop(0)] = (_clock() - self.clock)/window.samples
             if not self.trials:   # the fastest per sample (under DDP, by the times summed over the processes)
                 times = list(self.timed.values())
                 if ddp_world_size(self.learn) > 1: times = all_reduce_sums(times, one_param(self.learn.model).device)
@@ -245,13 +244,23 @@ class BatchRunner(WindowListener):
 
     def _smaller(self, run, n:int, what:str="micro_batch_size='auto'", undo=None):
         "`run()`; with `auto`, out of memory: free it, halve the size `what` runs at, `undo()` a window, rerun"
+        learn = self.learn
         while True:
             try: return run()
             except BaseException as e:
                 elsewhere = isinstance(e, OutOfMemoryElsewhere)
                 if not (self.auto and (elsewhere or is_out_of_memory(e))): raise
-                if undo is not None and self.sync is not None and not elsewhere: self.sync.out_of_memory()
-                self._free(window=undo is not None)
+                if (cast := _autocast(learn)) is not None and torch.is_autocast_enabled(cast.device):
+                    cast.__exit__(None, None, None)   # (leave what the failed forward was inside of)
+                if undo is not None and self.sync is not None:   # (a window's: tell the other processes, leave no_sync)
+                    if not elsewhere: self.sync.out_of_memory()
+                    self.sync.release()
+                if undo is not None:   # part of the window's gradient may already be written; GradScaler's states too
+                    learn.pred = learn.loss = learn.loss_grad = None
+                    learn.model.zero_grad(set_to_none=True)
+                    getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', {}).clear()
+                gc.collect()
+                if torch.cuda.is_available(): torch.cuda.empty_cache()
                 half = min((self.infer_size if what == 'inference' else self.size) or n, n)//2
                 if not half: raise modify_exception(e, "(micro_batch_size='auto': micro-batches of 1 sample run out "
                     'of memory too. Free memory (a smaller model, MixedPrecision, activation checkpointing) or use a '
@@ -263,25 +272,12 @@ class BatchRunner(WindowListener):
                     if self.trials: self.trials,self.timed,self.clock = _trials(half),{},None   # (timed again)
                 if undo is not None: undo()
 
-    def _free(self, window:bool):
-        "Leave what the failed forward was inside of (autocast, `no_sync`); free its memory (and a `window`'s gradient)"
-        learn,autocast = self.learn,_autocast(self.learn)
-        if autocast is not None and torch.is_autocast_enabled(autocast.device): autocast.__exit__(None, None, None)
-        if window:
-            if self.sync is not None: self.sync.release()
-            learn.pred = learn.loss = learn.loss_grad = None
-            learn.model.zero_grad(set_to_none=True)   # part of the gradient may already be written
-            states = getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', None)   # (GradScaler's)
-            if states is not None: states.clear()
-        gc.collect()
-        if torch.cuda.is_available(): torch.cuda.empty_cache()
-
     def _restore(self):   # (Undo what the failed window changed, and have it run again from its first piece)
-        fields,logs,buffers = self.undo
+        (fields,logs,buffers),offset = self.undo
         for o,state in fields: vars(o).update({k: _copy(v) for k,v in state.items()})
         for log,n in logs: del log[n:]
         for t,value in buffers: t.copy_(value)
-        self.window_starts,self.at = True,self.restart
+        self.window_starts,self.at = True,(0, offset)
         if self.on_redo is not None: self.on_redo()
 
     def _forward(self, xb, run, what:str):
@@ -339,8 +335,8 @@ def _clock():   # (Seconds, with the device's queued work finished first (for `t
     if torch.cuda.is_available(): torch.cuda.synchronize()
     return time.perf_counter()
 
-def _trials(size:int)->list:   # (`tune`'s sizes to time: a window to warm up (`None`), then `size`, half, a quarter)
-    return [None, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
+def _trials(size:int)->list:   # (`tune`'s sizes: `size` to warm up (its time replaced by the next), half, a quarter)
+    return [size, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
 
 # %% ../nbs/43_runner.ipynb #a3a15b8d
 def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
