@@ -126,12 +126,11 @@ def read_plan(learn, split:Callable|int|None=None, by_items:bool=False, drop_las
 def split_size(micro_batch_size:int|str|None, max_micro_batch_size:int|None=None, found:int|None=None,
                tune:bool=False, whole_batch_loss:bool=False, bs:int|None=None)->int|None:
     "The size loader batches of `bs` run in for the windows (`None`: whole), from `GradientAccumulation`'s settings"
-    mbs = micro_batch_size
+    mbs,searched = micro_batch_size,micro_batch_size == 'auto' or tune
     if mbs is None or whole_batch_loss: return None
     if bs is None: return mbs if isinstance(mbs, int) else None   # (a loader that declares no size: split as they come)
-    size = min(max_micro_batch_size or bs, bs) if mbs == 'auto' else min(mbs, bs)
-    if found is not None and (mbs == 'auto' or tune): size = min(found, bs)
-    return size if size < bs or mbs == 'auto' or tune else None
+    size = min(found if found is not None and searched else max_micro_batch_size or bs if mbs == 'auto' else mbs, bs)
+    return size if size < bs or searched else None
 
 # %% ../nbs/41_plan.ipynb #18e45aab
 class FixedBatchSize:

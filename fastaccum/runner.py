@@ -79,7 +79,7 @@ def concat_outputs(outputs:list, sizes:list|None=None, inputs:list|None=None):
         memory = lambda t: (t.data_ptr(), t.shape, t.stride())   # (a parameter or buffer returned by every piece)
         if all(memory(o) == memory(first) for o in rest): return first
         per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(ts, sizes)))
-        same = all(o.shape == first.shape for o in rest) and all(torch.equal(o, first) for o in rest)
+        same = all(torch.equal(o, first) for o in rest)   # (False where shapes differ)
         if same and not (per_sample and (bool((first == first[:1]).all()) or same_inputs())): return first
         if per_sample: return torch.cat(ts)
         if not first.ndim:   # (a batch mean: the pieces' means weighted by their samples)
@@ -142,7 +142,7 @@ class BatchRunner(WindowListener):
             raise ValueError(f'`whole` must be a WholeBatchLoss (GradCache\'s two passes) or None, got {whole!r}.')
         store_attr('learn,size,auto,infer_size,whole,sync,on_redo,count')
         self.skip,self.told,self.stateful = 0,None,stateful_module(learn.model)
-        self.found,self.how = None,()   # the size `auto` or `tune` found in this fit, and how (told once settled)
+        self.found,self.how = None,{}   # the size `auto` or `tune` found in this fit, and how (told once settled)
         self.counters = [cb for cb in learn.cbs if isinstance(cb, TrainEvalCallback)]   # (fastai's: at last pieces)
         self.trials,self.timed,self.clock = _trials(size) if tune else [],{},None   # (`tune`'s, below)
         self._stop()
@@ -158,7 +158,7 @@ class BatchRunner(WindowListener):
     def _use(self, size:int|None, how:str|None=None):
         "The one writer of `size`: a trial's, a halving's (`how`: found), a continued fit's"
         self.size = size
-        if how is not None: self.found,self.how = size,tuple(dict.fromkeys(self.how + (how,)))
+        if how is not None: self.found,self.how[how] = size,True
     def resume(self, size:int, told:int|None):
         "Continue a fit at the size it ran (`told`: the size it had found and printed, if any)"
         self._use(size)
@@ -338,13 +338,12 @@ def _clock():   # (Seconds, with the device's queued work finished first (for `t
 def _trials(size:int)->list:   # (`tune`'s sizes: `size` to warm up (its time replaced by the next), half, a quarter)
     return [size, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
 
-# %% ../nbs/43_runner.ipynb #a3a15b8d
+# %% ../nbs/43_runner.ipynb #b70a133b
 def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
 def _set_rng_state(state):
     torch.set_rng_state(state[0])
     if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
 
-# %% ../nbs/43_runner.ipynb #b70a133b
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
     def __init__(self, runner:BatchRunner, batchnorm=None):   # (`batchnorm`: the fit's `WindowBatchNorm`)
