@@ -177,14 +177,11 @@ class BatchRunner(WindowListener):
             return fastai_batch(learn, i, b, lambda xb: self._forward(xb, self.whole.forward, 'whole_batch_loss'),
                                 self.whole.backward)
         if self.size is None: return type(learn).one_batch(learn, i, b)
-        self._split(i, learn._set_device(b))
-
-    def _split(self, i, b):
-        "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
+        b = learn._set_device(b)   # in pieces; with `auto`, out of memory: its window again from its start, smaller
         self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # (the window's, to run it again)
-        n,self.at = find_bs(b),(len(self.batches)-1, 0)   # (where it runs from; after running out of memory, `undo`'s)
+        n,k = find_bs(b),len(self.batches)-1   # (it runs from batch `k`; after running out of memory, from `undo`'s)
         self.check_layout(b, n, self.size)
-        return self._smaller(lambda: self._run(*self.at), n, undo=self._restore)
+        self._smaller(lambda: self._run(k, 0), n, undo=self._restore)
 
     def check_layout(self, b, n:int, size:int|None, what:str='micro_batch_size'):
         "Refuse to cut batch `b` of `n` rows in pieces of `size` (by `what`) for a stateful model, or across samples"
@@ -208,7 +205,14 @@ class BatchRunner(WindowListener):
             n = find_bs(b)
             while offset < n:
                 if not self.active: return   # removed mid-batch (`remove_cb`): fastai's loop goes on without us
-                if self.window_starts: k = self._window_starts(k, offset)   # (`tune` may change the size here)
+                if self.window_starts:   # a window starts: `tune` times the next size; `auto` notes where to go back
+                    self.window_starts = False
+                    if self.trials:
+                        self._use(self.trials[0])
+                        self.clock = _clock()
+                    if self.auto:
+                        del self.batches[:k]
+                        k,self.undo = 0,(_snapshot(learn), offset)
                 size = split_sizes(n-offset, self.size)[0]
                 learn.iter,self.piece = i,(offset+size == n, offset, size/n)
                 for cb in self.counters: object.__setattr__(cb, 'run_train', self.piece[0])   # (counted at the last)
@@ -216,17 +220,6 @@ class BatchRunner(WindowListener):
                 learn._with_events(learn._do_one_batch, 'batch', CancelBatchException)
                 offset += size
             k,offset = k+1,0
-
-    def _window_starts(self, k, offset):
-        "A window starts at sample `offset` of `self.batches[k]`: `tune` times it; with `auto`, note what to go back to"
-        self.window_starts = False
-        if self.trials:   # `tune`: the next size to time, from here
-            self._use(self.trials[0])
-            self.clock = _clock()
-        if not self.auto: return k
-        del self.batches[:k]
-        self.undo = _snapshot(self.learn),offset
-        return 0
 
     def window_closed(self, window):
         "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
@@ -270,15 +263,16 @@ class BatchRunner(WindowListener):
                 else:
                     self._use(half, 'found by micro_batch_size="auto"')
                     if self.trials: self.trials,self.timed,self.clock = _trials(half),{},None   # (timed again)
-                if undo is not None: undo()
+                if undo is not None: run = undo()
 
-    def _restore(self):   # (Undo what the failed window changed, and have it run again from its first piece)
+    def _restore(self):   # (Undo what the failed window changed; what runs it again from its first piece)
         (fields,logs,buffers),offset = self.undo
         for o,state in fields: vars(o).update({k: _copy(v) for k,v in state.items()})
         for log,n in logs: del log[n:]
         for t,value in buffers: t.copy_(value)
-        self.window_starts,self.at = True,(0, offset)
+        self.window_starts = True
         if self.on_redo is not None: self.on_redo()
+        return lambda: self._run(0, offset)
 
     def _forward(self, xb, run, what:str):
         "An inference batch's forward or GradCache's first pass, `run(xb, n)`: checked, then with `auto` made smaller"
