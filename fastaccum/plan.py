@@ -49,8 +49,7 @@ class FitPlan:
         bs,split,sizes = self.loader_bs,self.split,self.loader_sizes
         if sizes is not None and not (isinstance(sizes, tuple) and all(type(s) is int and s >= 0 for s in sizes)):
             raise ValueError(f'`loader_sizes` must be a tuple of ints >= 0 (the samples per batch), got {sizes!r}.')
-        # per process: what a window grows by (a loader batch's largest piece: 48 split at 20 runs as 16, 16, 16), an
-        # epoch's micro-batches and its samples; `step_unit`: what a batch size is a whole number of (1 for items)
+        # per process: the unit (48 split at 20 runs as 16, 16, 16), an epoch's pieces, its samples; `step_unit`: all
         unit = split or bs if split is None or bs is None else split_sizes(bs, split)[0]
         pieces = sizes if sizes is None or split is None else tuple(s for n in sizes for s in split_sizes(n, split))
         starts = None if sizes is None else (tuple(accumulate(sizes, initial=0)), tuple(accumulate(pieces, initial=0)))
