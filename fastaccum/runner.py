@@ -245,13 +245,12 @@ class BatchRunner(WindowListener):
                 if not (self.auto and (elsewhere or is_out_of_memory(e))): raise
                 if (cast := _autocast(learn)) is not None and torch.is_autocast_enabled(cast.device):
                     cast.__exit__(None, None, None)   # (leave what the failed forward was inside of)
-                if undo is not None and self.sync is not None:   # (a window's: tell the other processes, leave no_sync)
-                    if not elsewhere: self.sync.out_of_memory()
-                    self.sync.release()
-                if undo is not None:   # part of the window's gradient may already be written; GradScaler's states too
+                if undo is not None:   # a window's: tell the others, leave no_sync, free its gradient (part written)
+                    if self.sync is not None and not elsewhere: self.sync.out_of_memory()
+                    if self.sync is not None: self.sync.release()
                     learn.pred = learn.loss = learn.loss_grad = None
                     learn.model.zero_grad(set_to_none=True)
-                    getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', {}).clear()
+                    getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', {}).clear()   # (GradScaler's)
                 gc.collect()
                 if torch.cuda.is_available(): torch.cuda.empty_cache()
                 half = min((self.infer_size if what == 'inference' else self.size) or n, n)//2
