@@ -49,8 +49,7 @@ class FitPlan:
         bs,split,sizes = self.loader_bs,self.split,self.loader_sizes
         if sizes is not None and not (isinstance(sizes, tuple) and all(type(s) is int and s >= 0 for s in sizes)):
             raise ValueError(f'`loader_sizes` must be a tuple of ints >= 0 (the samples per batch), got {sizes!r}.')
-        # per process: what a window grows by (a loader batch's largest piece: 48 split at 20 runs as 16, 16, 16), an
-        # epoch's micro-batches and its samples; `step_unit`: what a batch size is a whole number of (1 for items)
+        # per process: the unit (48 split at 20 runs as 16, 16, 16), an epoch's pieces, its samples; `step_unit`: all
         unit = split or bs if split is None or bs is None else split_sizes(bs, split)[0]
         pieces = sizes if sizes is None or split is None else tuple(s for n in sizes for s in split_sizes(n, split))
         starts = None if sizes is None else (tuple(accumulate(sizes, initial=0)), tuple(accumulate(pieces, initial=0)))
@@ -126,12 +125,11 @@ def read_plan(learn, split:Callable|int|None=None, by_items:bool=False, drop_las
 def split_size(micro_batch_size:int|str|None, max_micro_batch_size:int|None=None, found:int|None=None,
                tune:bool=False, whole_batch_loss:bool=False, bs:int|None=None)->int|None:
     "The size loader batches of `bs` run in for the windows (`None`: whole), from `GradientAccumulation`'s settings"
-    mbs = micro_batch_size
+    mbs,searched = micro_batch_size,micro_batch_size == 'auto' or tune
     if mbs is None or whole_batch_loss: return None
     if bs is None: return mbs if isinstance(mbs, int) else None   # (a loader that declares no size: split as they come)
-    size = min(max_micro_batch_size or bs, bs) if mbs == 'auto' else min(mbs, bs)
-    if found is not None and (mbs == 'auto' or tune): size = min(found, bs)
-    return size if size < bs or mbs == 'auto' or tune else None
+    size = min(found if found is not None and searched else max_micro_batch_size or bs if mbs == 'auto' else mbs, bs)
+    return size if size < bs or searched else None
 
 # %% ../nbs/41_plan.ipynb #18e45aab
 class FixedBatchSize:

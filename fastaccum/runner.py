@@ -79,7 +79,7 @@ def concat_outputs(outputs:list, sizes:list|None=None, inputs:list|None=None):
         memory = lambda t: (t.data_ptr(), t.shape, t.stride())   # (a parameter or buffer returned by every piece)
         if all(memory(o) == memory(first) for o in rest): return first
         per_sample = first.ndim and (sizes is None or all(o.shape[:1] == (k,) for o,k in zip(ts, sizes)))
-        same = all(o.shape == first.shape for o in rest) and all(torch.equal(o, first) for o in rest)
+        same = all(torch.equal(o, first) for o in rest)   # (False where shapes differ)
         if same and not (per_sample and (bool((first == first[:1]).all()) or same_inputs())): return first
         if per_sample: return torch.cat(ts)
         if not first.ndim:   # (a batch mean: the pieces' means weighted by their samples)
@@ -140,9 +140,9 @@ class BatchRunner(WindowListener):
         if tune and size is None: raise ValueError('`tune=True` times `size` and below: pass size=..., the largest.')
         if whole is not None and not isinstance(whole, WholeBatchLoss):
             raise ValueError(f'`whole` must be a WholeBatchLoss (GradCache\'s two passes) or None, got {whole!r}.')
-        store_attr()
-        self.skip,self.restart,self.told,self.stateful = 0,(0, 0),None,stateful_module(learn.model)
-        self.found,self.how = None,()   # the size `auto` or `tune` found in this fit, and how (told once settled)
+        store_attr('learn,size,auto,infer_size,whole,sync,on_redo,count')
+        self.skip,self.told,self.stateful = 0,None,stateful_module(learn.model)
+        self.found,self.how = None,{}   # the size `auto` or `tune` found in this fit, and how (told once settled)
         self.counters = [cb for cb in learn.cbs if isinstance(cb, TrainEvalCallback)]   # (fastai's: at last pieces)
         self.trials,self.timed,self.clock = _trials(size) if tune else [],{},None   # (`tune`'s, below)
         self._stop()
@@ -158,7 +158,7 @@ class BatchRunner(WindowListener):
     def _use(self, size:int|None, how:str|None=None):
         "The one writer of `size`: a trial's, a halving's (`how`: found), a continued fit's"
         self.size = size
-        if how is not None: self.found,self.how = size,tuple(dict.fromkeys(self.how + (how,)))
+        if how is not None: self.found,self.how[how] = size,True
     def resume(self, size:int, told:int|None):
         "Continue a fit at the size it ran (`told`: the size it had found and printed, if any)"
         self._use(size)
@@ -177,14 +177,11 @@ class BatchRunner(WindowListener):
             return fastai_batch(learn, i, b, lambda xb: self._forward(xb, self.whole.forward, 'whole_batch_loss'),
                                 self.whole.backward)
         if self.size is None: return type(learn).one_batch(learn, i, b)
-        self._split(i, learn._set_device(b))
-
-    def _split(self, i, b):
-        "Loader batch `i` as pieces; with `auto`, after running out of memory, its window again from its start, smaller"
+        b = learn._set_device(b)   # in pieces; with `auto`, out of memory: its window again from its start, smaller
         self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # (the window's, to run it again)
-        n,self.at = find_bs(b),(len(self.batches)-1, 0)   # (where it runs from: after running out of memory, `restart`)
+        n,k = find_bs(b),len(self.batches)-1   # (it runs from batch `k`; after running out of memory, from `undo`'s)
         self.check_layout(b, n, self.size)
-        return self._smaller(lambda: self._run(*self.at), n, undo=self._restore)
+        self._smaller(lambda: self._run(k, 0), n, undo=self._restore)
 
     def check_layout(self, b, n:int, size:int|None, what:str='micro_batch_size'):
         "Refuse to cut batch `b` of `n` rows in pieces of `size` (by `what`) for a stateful model, or across samples"
@@ -208,7 +205,14 @@ class BatchRunner(WindowListener):
             n = find_bs(b)
             while offset < n:
                 if not self.active: return   # removed mid-batch (`remove_cb`): fastai's loop goes on without us
-                if self.window_starts: k = self._window_starts(k, offset)   # (`tune` may change the size here)
+                if self.window_starts:   # a window starts: `tune` times the next size; `auto` notes where to go back
+                    self.window_starts = False
+                    if self.trials:
+                        self._use(self.trials[0])
+                        self.clock = _clock()
+                    if self.auto:
+                        del self.batches[:k]
+                        k,self.undo = 0,(_snapshot(learn), offset)
                 size = split_sizes(n-offset, self.size)[0]
                 learn.iter,self.piece = i,(offset+size == n, offset, size/n)
                 for cb in self.counters: object.__setattr__(cb, 'run_train', self.piece[0])   # (counted at the last)
@@ -217,23 +221,11 @@ class BatchRunner(WindowListener):
                 offset += size
             k,offset = k+1,0
 
-    def _window_starts(self, k, offset):
-        "A window starts at sample `offset` of `self.batches[k]`: with `auto`, note what to go back to; `tune` times it"
-        self.window_starts = False
-        if self.trials:   # `tune`: the next size to time (the first window, `None`, warms up at the size in use)
-            if self.clock is not None and self.trials[0] is None: del self.trials[0]
-            self.clock = _clock()
-            self._use(self.trials[0] or self.size)
-        if not self.auto: return k
-        del self.batches[:k]
-        self.restart,self.undo = (0, offset),_snapshot(self.learn)
-        return 0
-
     def window_closed(self, window):
         "The window stepped: the next piece starts one; `tune` times it; the size in use is told once it is settled"
         self.window_starts = True
-        if self.trials and self.clock is not None and self.trials[0] is not None:   # (an epoch's short window: again)
-            if window.held >= window.size: self.timed[self.trials.pop(0)] = (_clock() - self.clock)/window.samples
+        if self.trials and window.held >= window.size:   # (an epoch's short window: timed again)
+            self.timed[self.trials.pop(0)] = (_clock() - self.clock)/window.samples
             if not self.trials:   # the fastest per sample (under DDP, by the times summed over the processes)
                 times = list(self.timed.values())
                 if ddp_world_size(self.learn) > 1: times = all_reduce_sums(times, one_param(self.learn.model).device)
@@ -245,13 +237,22 @@ class BatchRunner(WindowListener):
 
     def _smaller(self, run, n:int, what:str="micro_batch_size='auto'", undo=None):
         "`run()`; with `auto`, out of memory: free it, halve the size `what` runs at, `undo()` a window, rerun"
+        learn = self.learn
         while True:
             try: return run()
             except BaseException as e:
                 elsewhere = isinstance(e, OutOfMemoryElsewhere)
                 if not (self.auto and (elsewhere or is_out_of_memory(e))): raise
-                if undo is not None and self.sync is not None and not elsewhere: self.sync.out_of_memory()
-                self._free(window=undo is not None)
+                if (cast := _autocast(learn)) is not None and torch.is_autocast_enabled(cast.device):
+                    cast.__exit__(None, None, None)   # (leave what the failed forward was inside of)
+                if undo is not None:   # a window's: tell the others, leave no_sync, free its gradient (part written)
+                    if self.sync is not None and not elsewhere: self.sync.out_of_memory()
+                    if self.sync is not None: self.sync.release()
+                    learn.pred = learn.loss = learn.loss_grad = None
+                    learn.model.zero_grad(set_to_none=True)
+                    getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', {}).clear()   # (GradScaler's)
+                gc.collect()
+                if torch.cuda.is_available(): torch.cuda.empty_cache()
                 half = min((self.infer_size if what == 'inference' else self.size) or n, n)//2
                 if not half: raise modify_exception(e, "(micro_batch_size='auto': micro-batches of 1 sample run out "
                     'of memory too. Free memory (a smaller model, MixedPrecision, activation checkpointing) or use a '
@@ -261,28 +262,16 @@ class BatchRunner(WindowListener):
                 else:
                     self._use(half, 'found by micro_batch_size="auto"')
                     if self.trials: self.trials,self.timed,self.clock = _trials(half),{},None   # (timed again)
-                if undo is not None: undo()
+                if undo is not None: run = undo()
 
-    def _free(self, window:bool):
-        "Leave what the failed forward was inside of (autocast, `no_sync`); free its memory (and a `window`'s gradient)"
-        learn,autocast = self.learn,_autocast(self.learn)
-        if autocast is not None and torch.is_autocast_enabled(autocast.device): autocast.__exit__(None, None, None)
-        if window:
-            if self.sync is not None: self.sync.release()
-            learn.pred = learn.loss = learn.loss_grad = None
-            learn.model.zero_grad(set_to_none=True)   # part of the gradient may already be written
-            states = getattr(getattr(learn, 'scaler', None), '_per_optimizer_states', None)   # (GradScaler's)
-            if states is not None: states.clear()
-        gc.collect()
-        if torch.cuda.is_available(): torch.cuda.empty_cache()
-
-    def _restore(self):   # (Undo what the failed window changed, and have it run again from its first piece)
-        fields,logs,buffers = self.undo
+    def _restore(self):   # (Undo what the failed window changed; what runs it again from its first piece)
+        (fields,logs,buffers),offset = self.undo
         for o,state in fields: vars(o).update({k: _copy(v) for k,v in state.items()})
         for log,n in logs: del log[n:]
         for t,value in buffers: t.copy_(value)
-        self.window_starts,self.at = True,self.restart
+        self.window_starts = True
         if self.on_redo is not None: self.on_redo()
+        return lambda: self._run(0, offset)
 
     def _forward(self, xb, run, what:str):
         "An inference batch's forward or GradCache's first pass, `run(xb, n)`: checked, then with `auto` made smaller"
@@ -339,16 +328,15 @@ def _clock():   # (Seconds, with the device's queued work finished first (for `t
     if torch.cuda.is_available(): torch.cuda.synchronize()
     return time.perf_counter()
 
-def _trials(size:int)->list:   # (`tune`'s sizes to time: a window to warm up (`None`), then `size`, half, a quarter)
-    return [None, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
+def _trials(size:int)->list:   # (`tune`'s sizes: `size` to warm up (its time replaced by the next), half, a quarter)
+    return [size, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
 
-# %% ../nbs/43_runner.ipynb #a3a15b8d
+# %% ../nbs/43_runner.ipynb #b70a133b
 def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
 def _set_rng_state(state):
     torch.set_rng_state(state[0])
     if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
 
-# %% ../nbs/43_runner.ipynb #b70a133b
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
     def __init__(self, runner:BatchRunner, batchnorm=None):   # (`batchnorm`: the fit's `WindowBatchNorm`)
