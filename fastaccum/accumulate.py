@@ -330,7 +330,10 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
             window.close(mb.items)   # a window's only micro-batch, in one process: the step is its own mean (or sum)
             mb.weight = 1.
         else:
-            if mb.plan == STEP: self._rescale(window.items + mb.items)
+            if mb.plan == STEP:   # the window's total over its items (and processes), its gradient so far rescaled
+                total = window.items + mb.items
+                if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
+                self.sync.close(window, total, learn.opt, learn.loss_grad.device)
             mb.weight = window.weight(mb.items)
             if self.counter is not None and window.reduction == 'mean': self.counter.guard(learn, mb.items)
         # the hook weighs the gradient and tells its backward ran (not needed at weight 1, alone); `grad_fn` read if so
@@ -339,10 +342,6 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         if self.listeners.micro_batch_weighed: self.listeners.tell('micro_batch_weighed', Weighed(mb.items, mb.weight,
             bool(window.held), window.total if mb.plan == STEP else None, window.reduction, self.plan.world_size,
             self.in_use))
-    def _rescale(self, total):
-        "Close the window on `total` items (summed over processes): its gradient so far rescaled for the step's mean"
-        if isinstance(total, torch.Tensor): total = check_count('count_items', total, _COUNT_ITEMS_FIX)
-        self.sync.close(self.window, total, self.learn.opt, self.learn.loss_grad.device)
     def after_cancel_backward(self):
         if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = PLANNED   # (its backward did not run)
     def before_step(self):
@@ -394,7 +393,8 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
     def _step_kept(self, mb):
         "The epoch's last micro-batch did not step: its window steps on what it kept, through fastai's step events"
         learn,self.mb,mb.phase = self.learn,mb,RAN   # (`before_step` lets it through, at the step's hyper-parameters)
-        self._rescale(self.window.items)
+        total = check_count('count_items', self.window.items, _COUNT_ITEMS_FIX)   # (a count on a device: read here)
+        self.sync.close(self.window, total, learn.opt, learn.loss_grad.device)   # (its gradient rescaled for the mean)
         learn._with_events(learn._step, 'step', (CancelStepException, CancelBatchException))   # (either: not stepped)
         mb.phase = DONE
         self.sync.zero_grad(learn)
