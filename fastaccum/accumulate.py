@@ -76,8 +76,9 @@ class AccumSettings:
             check_optional_int('micro_batch_size', mbs, "Pass the largest micro-batch in samples, 'auto', or None.")
             if self.max_micro_batch_size is not None: raise ValueError(
                 "`max_micro_batch_size` is where micro_batch_size='auto' starts: pass micro_batch_size='auto' with it.")
-        if self.whole_batch_loss and mbs is None: raise ValueError("whole_batch_loss=True runs the model in "
-            "micro-batches of `micro_batch_size`: pass micro_batch_size=..., e.g. 32, or 'auto'.")
+        for flag in ('tune', 'whole_batch_loss'):
+            if getattr(self, flag) and mbs is None: raise ValueError(f"{flag}=True runs the model in micro-batches "
+                "of `micro_batch_size`: pass micro_batch_size=..., e.g. 32, or 'auto'.")
         if not isinstance(self.lr_scale, (str, type(None))) or self.lr_scale not in LR_SCALES:
             raise ValueError(f"`lr_scale` must be None, 'linear' or 'sqrt', got {self.lr_scale!r}. Pass e.g. 'sqrt'.")
         if self.batchnorm not in ('window', 'micro'): raise ValueError(
@@ -373,6 +374,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         if self.plan is None: return   # (joined the Learner during this micro-batch: fastai ran it)
         if mb is None or mb.phase == DONE:   # cancelled before this callback saw it: nothing ran
             self.mb = None
+            if window.held and self._ends_epoch(): return self._step_kept(MicroBatch(0, 0, 0, STEP, self._piece()[2]))
             return self.loggers.after_micro_batch(self._piece()[2])
         if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (zeroed)
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
@@ -381,12 +383,27 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
                             self.learn.loss.detach(), mb.amount)   # (alone in its window: its loss is the window's)
         if self.listeners.micro_batch_done: self.listeners.tell('micro_batch_done', kept)
         if stepped: self._close_window(mb)
+        elif mb.plan == STEP and window.held and self._ends_epoch(): self._step_kept(mb)   # (its step cancelled)
         else: self.loggers.after_micro_batch(mb.share, kept=kept)
+    def _ends_epoch(self)->bool:
+        "The epoch's last micro-batch, unless `drop_last` (or in processes whose DDP would average at its backward)"
+        plan,learn = self.plan,self.learn
+        return not plan.drop_last and (plan.world_size == 1 or self.sync.manual) and learn.iter == learn.n_iter-1 \
+               and self._piece()[0]
+    def _step_kept(self, mb):
+        "The epoch's last micro-batch did not step: its window steps on what it kept, through fastai's step events"
+        learn,self.mb,mb.phase = self.learn,mb,RAN   # (`before_step` lets it through, at the step's hyper-parameters)
+        total = check_count('count_items', self.window.items, _COUNT_ITEMS_FIX)   # (a count on a device: read here)
+        self.sync.close(self.window, total, learn.opt, learn.loss_grad.device)   # (its gradient rescaled for the mean)
+        learn._with_events(learn._step, 'step', (CancelStepException, CancelBatchException))   # (either: not stepped)
+        mb.phase = DONE
+        self.sync.zero_grad(learn)
+        self._close_window(mb)
     def _close_window(self, mb):
         "After the step (or its skipping): place the next step, the loggers log it, the listeners are told; empty it"
         window,loggers = self.window,self.loggers
         if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
-        if loggers.per_step and window.samples > mb.n: self.learn.loss = window.mean_loss()   # (the window's, logged)
+        if loggers.per_step and window.losses: self.learn.loss = window.mean_loss()   # (the window's, logged)
         if mb.share != 1: loggers.after_micro_batch(mb.share, steps=True)   # (a whole loader batch: nothing to do)
         if loggers.counters: loggers.count_steps(self.scope.n_steps)   # (in a fit: the scope's count)
         if self.listeners.window_closed: self.listeners.tell('window_closed', window)
