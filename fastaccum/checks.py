@@ -27,15 +27,14 @@ def check_bool(name:str, value)->bool:
     return _must(isinstance(value, bool), name, value, 'must be True or False', f'Pass {name}=True or {name}=False.')
 def check_positive(name:str, value, fix:str='')->float|int:
     "`value` if it is a finite number > 0 (an int or a float, not a bool), else a `ValueError` naming `name` and `fix`"
-    ok = _real(value) and math.isfinite(value) and value > 0
-    return _must(ok, name, value, 'must be a number greater than 0', fix)
+    return _must(_real(value) and 0 < value < math.inf, name, value, 'must be a number greater than 0', fix)
 def check_optional_int(name:str, value, fix:str='')->int|None:
     "`value` if it is `None` or a positive int, else a `ValueError` naming `name` and `fix`"
     return None if value is None else check_positive_int(name, value, fix)
 def check_choice(name:str, value, choices:tuple)->object:
-    "`value` if it is one of `choices` (`1` is not `True`), else a `ValueError` naming `name` and listing them"
-    ok = any(value is c or (type(value) == type(c) and value == c) for c in choices)
-    return _must(ok, name, value, f"must be one of {', '.join(map(repr, choices))}")
+    "`value` if it is one of `choices` (`1` is not `True`), else a `ValueError` naming `name`, listing them"
+    return _must(any(type(value) is type(c) and value == c for c in choices), name, value,
+                 f"must be one of {', '.join(map(repr, choices))}", f'Pass e.g. {name}={choices[0]!r}.')
 def check_count(name:str, value, fix:str='')->float:
     "`value` (a number, or a one-element tensor) as a finite number >= 0, else a `ValueError` naming `name` and `fix`"
     if hasattr(value, 'numel') and value.numel() == 1: value = value.item()
@@ -61,8 +60,7 @@ def check_path(name:str, value, what:str, folder:bool|None=False, example:str=''
 SUPPORTED = {'torch': '>=2.13', 'fastai': '>=2.8.12,<2.9'}   # what pyproject.toml declares (tested in step with it)
 def private(obj, name:str):
     "`obj.name` (a PyTorch or fastai internal), or a `RuntimeError` naming it, the versions installed and supported"
-    try: return getattr(obj, name)
-    except AttributeError: pass
+    if (found := getattr(obj, name, private)) is not private: return found   # (`private` itself: not there)
     owner = obj.__name__ if isinstance(obj, type) or type(obj).__name__ == 'module' else type(obj).__name__
     got = ', '.join(f'{n} {getattr(sys.modules.get(n), "__version__", "(not imported)")}' for n in SUPPORTED)
     wanted = [n + v for n,v in SUPPORTED.items()]

@@ -11,7 +11,7 @@ from fastai.callback.training import GradientAccumulation as FastaiGradientAccum
 from .accumulate import GradientAccumulation
 
 # %% auto #0
-__all__ = ['digits_dls', 'digits_model', 'run_demo', 'main']
+__all__ = ['main', 'digits_dls', 'digits_model', 'run_demo']
 
 # %% ../nbs/internals/demo.ipynb #5f7a5ec6
 def digits_dls(bs:int, seed:int=0, valid_pct:float=0.2)->DataLoaders:
@@ -19,8 +19,7 @@ def digits_dls(bs:int, seed:int=0, valid_pct:float=0.2)->DataLoaders:
     from sklearn.datasets import load_digits
     images,labels = load_digits(return_X_y=True)
     x,y = torch.tensor(images/16., dtype=torch.float32),torch.tensor(labels)
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
-    valid,train = order[:(n_valid := int(len(x)*valid_pct))],order[n_valid:]
+    train,valid = RandomSplitter(valid_pct, seed)(x)
     set_seed(seed)  # the training loader's shuffle: the same order whatever `bs` is
     return DataLoaders(DataLoader(list(zip(x[train], y[train])), bs=bs, shuffle=True, drop_last=False),
                        DataLoader(list(zip(x[valid], y[valid])), bs=256))
@@ -40,12 +39,18 @@ class _StepLosses(Callback):
     def after_step(self): self.losses.append(self.sum/self.n); self.samples.append(self.n); self.sum,self.n = 0.,0
 
 # %% ../nbs/internals/demo.ipynb #12d6ddf5
-def run_demo(epochs:int=5, bs:int=16, accum_bs:int=128, lr:float=0.1, seed:int=0, out:str|None='demo_loss.png'):
-    "Train as `main` says (`out=None`: no plot); return the table (each run's step losses in `.attrs['steps']`)"
+@call_parse
+def run_demo(epochs:int=5, # Epochs of training
+             bs:int=16, # Micro-batch size of the accumulating runs
+             accum_bs:int=128, # Samples per optimizer step (the large batch)
+             lr:float=0.1, # Learning rate (for the effective batch `accum_bs`)
+             seed:int=0, # Seed of the data split, shuffle and initial weights
+             out:str|None='demo_loss.png', # Where to save the loss curves (PNG; `None`: no plot)
+            ):
+    "Compare one large batch, fastaccum and fastai's built-in accumulation on scikit-learn's digits: the table"
     model,steps,rows = digits_model(seed),{},[]
-    runs = {'large batch': (accum_bs, []), 'fastaccum': (bs, GradientAccumulation(accum_bs)),
-            'fastai built-in': (bs, FastaiGradientAccumulation(n_acc=accum_bs))}
-    for name,(loader_bs,cbs) in runs.items():
+    for name,(loader_bs,cbs) in {'large batch': (accum_bs, []), 'fastaccum': (bs, GradientAccumulation(accum_bs)),
+                                 'fastai built-in': (bs, FastaiGradientAccumulation(n_acc=accum_bs))}.items():
         learn = Learner(digits_dls(loader_bs, seed), deepcopy(model), loss_func=F.cross_entropy, metrics=accuracy,
                         opt_func=partial(SGD, mom=0.9), lr=lr, cbs=L(cbs)+_StepLosses())
         start = time.perf_counter()
@@ -59,8 +64,11 @@ def run_demo(epochs:int=5, bs:int=16, accum_bs:int=128, lr:float=0.1, seed:int=0
                          optimizer_steps=len(steps[name][1]), seconds=secs))
     if out: _plot_losses(steps, out)
     table = pd.DataFrame(rows).set_index('run')
+    if is_cli(): print(f'\n{epochs} epochs, micro-batch {bs}, accum_bs {accum_bs}:\n\n'
+                       f"{table.to_string(float_format='{:.3g}'.format)}\n\nLoss curves saved to {out}")
     table.attrs['steps'] = steps
     return table
+main = run_demo   # the console script `fastaccum-demo` (a CLI run prints the table)
 
 # %% ../nbs/internals/demo.ipynb #ce5f2e26
 def _plot_losses(steps, out):
@@ -71,17 +79,3 @@ def _plot_losses(steps, out):
     ax.set(xlabel='epochs of samples seen', ylabel='loss of the step (mean over its samples)',
            title="Every optimizer step: fastaccum takes the large batch's steps"); ax.legend()
     fig.tight_layout(); fig.savefig(out, dpi=100)
-
-# %% ../nbs/internals/demo.ipynb #a25c2a79
-@call_parse
-def main(epochs:int=5, # Epochs of training
-         bs:int=16, # Micro-batch size of the accumulating runs
-         accum_bs:int=128, # Samples per optimizer step (the large batch)
-         lr:float=0.1, # Learning rate (for the effective batch `accum_bs`)
-         seed:int=0, # Seed of the data split, shuffle and initial weights
-         out:str='demo_loss.png', # Where to save the loss curves (PNG)
-        ):
-    "Compare one large batch, fastaccum and fastai's built-in accumulation on scikit-learn's digits"
-    table = run_demo(epochs, bs, accum_bs, lr, seed, out)
-    print(f'\n{epochs} epochs, micro-batch {bs}, accum_bs {accum_bs}:\n\n'
-          f"{table.to_string(float_format='{:.3g}'.format)}\n\nLoss curves saved to {out}")

@@ -17,12 +17,10 @@ def loader_bs(dl)->int|None:
     return ifnone(getattr(dl, 'bs', None), getattr(dl, 'batch_size', None))
 
 # %% ../nbs/internals/loaders.ipynb #7d3a2f38
-def _chunks(n, bs, drop_last): return [bs]*(n//bs) + ([n%bs] if n%bs and not drop_last else [])
 def _samples_drawn(dl):
     "Samples `dl` draws in an epoch, if it tells"
     if hasattr(dl, 'world_size') and hasattr(dl, 'dl'):   # fastai's `DistributedDL`: an equal, padded share per process
-        total = _samples_drawn(dl.dl)
-        return None if total is None else -(-total//dl.world_size)
+        return None if (total := _samples_drawn(dl.dl)) is None else -(-total//dl.world_size)
     if (n := getattr(dl, 'n', None)) is not None: return n   # fastai
     try: return len(dl.sampler)  # PyTorch: what the sampler draws, not what the dataset holds
     except (AttributeError, TypeError): return None
@@ -30,6 +28,6 @@ def epoch_sizes(dl)->list|None:
     "The sizes of the batches the training loader `dl` yields in one epoch, or `None` if it cannot tell"
     bs,n = loader_bs(dl),_samples_drawn(dl)
     if bs is None or n is None: return None
-    sizes = _chunks(n, bs, getattr(dl, 'drop_last', False))
+    sizes = [bs]*(n//bs) + ([n%bs] if n%bs and not getattr(dl, 'drop_last', False) else [])
     try: return sizes if len(sizes) == len(dl) else None
     except TypeError: return None

@@ -10,7 +10,7 @@ import inspect, textwrap, types
 from inspect import Parameter
 from typing import ForwardRef, Union, get_args, get_origin
 from unittest.mock import patch
-import fastcore.docments
+from fastcore.docments import docments, is_dataclass
 from nbdev.showdoc import BasicMarkdownRenderer
 
 # %% auto #0
@@ -26,25 +26,22 @@ def _type_name(anno)->str:
     if get_origin(anno) in (Union, types.UnionType): return '|'.join(map(_type_name, get_args(anno)))
     if isinstance(anno, type) and not get_args(anno): return anno.__name__
     return inspect.formatannotation(anno).replace('typing.', '').replace('collections.abc.', '')
-
 def _default(v, quote:str='')->str:
     "How a default reads ('' for none): a function or class by its name (its repr holds an address, new every run)"
     if v is Parameter.empty: return ''
     return quote + (v.__qualname__ if inspect.isroutine(v) or inspect.isclass(v) else repr(v)) + quote
-
-def _row(*cells)->str: return '| ' + ' | '.join(str(c).replace('|', '\\|').replace('\n', ' ') for c in cells) + ' |'
-
+def _row(name, p)->str:
+    cells = f'**{name}**',_type_name(p['anno']),_default(p['default'], '`'),p['docment'] or ''
+    return '| ' + ' | '.join(str(c).replace('|', '\\|').replace('\n', ' ') for c in cells) + ' |'
 class ParamTableRenderer(BasicMarkdownRenderer):
     "`show_doc`'s markdown: the signature (`class` for a class), the docstring, and a table of the parameters"
     def _params(self):
         # a class without an `__init__` of its own is read as a dataclass: its body's fields, not `*args, **kwargs`
         cls = self.sym if inspect.isclass(self.sym) and self.sym.__init__ is object.__init__ else None
-        real = fastcore.docments.is_dataclass
-        with patch.object(fastcore.docments, 'is_dataclass', lambda o: o is cls or real(o)):
-            params = fastcore.docments.docments(self.sym, full=True, eval_str=True)
+        with patch('fastcore.docments.is_dataclass', lambda o: o is cls or is_dataclass(o)):
+            params = docments(self.sym, full=True, eval_str=True)
         returns = params.pop('return', None)
         return {k:v for k,v in params.items() if k not in ('self', 'cls')},returns
-
     def _signature(self, params)->str:
         star = {Parameter.VAR_POSITIONAL: '*', Parameter.VAR_KEYWORD: '**'}
         args = [star.get(p['kind'], '') + n + (f':{t}' if (t := _type_name(p['anno'])) else '')
@@ -52,18 +49,12 @@ class ParamTableRenderer(BasicMarkdownRenderer):
         head = f"{'class' if inspect.isclass(self.sym) else 'def'} {self.nm.split('.')[-1]}("
         return '\n'.join(textwrap.wrap(', '.join(a.replace(' ', '\0') for a in args) + ')', 99, initial_indent=head,
             subsequent_indent=' '*len(head), break_long_words=False, break_on_hyphens=False)).replace('\0', ' ')
-
-    def _table(self, params, ret)->str:
-        def row(n, p): return _row(f'**{n}**', _type_name(p['anno']), _default(p['default'], '`'), p['docment'] or '')
-        rows = ['| | **Type** | **Default** | **Details** |', '|---|---|---|---|'] + [row(*o) for o in params.items()]
-        if ret and (ret['anno'] is not Parameter.empty or ret['docment']): rows.append(row('Returns', ret))
-        return '\n'.join(rows)
-
     def _repr_markdown_(self):
-        nbdevs = super()._repr_markdown_()   # nbdev's: a rule, the source link (`#LNone` where none), the heading...
-        heading = f"{'#'*self.title_level} {self.nm}\n\n"
-        md = nbdevs[:nbdevs.index(heading)+len(heading)].replace('#LNone', '')
-        params,returns = self._params()
+        heading = f"{'#'*self.title_level} {self.nm}\n\n"   # nbdev's markdown to it: a rule, a source link (`#LNone`)
+        md = ''.join(super()._repr_markdown_().partition(heading)[:2]).replace('#LNone', '')
+        params,ret = self._params()
         md += f'```python\n{self._signature(params)}\n```\n\n' + (f'*{self.docs.strip()}*\n\n' if self.docs else '')
-        if params or (returns and returns['anno'] is not Parameter.empty): md += self._table(params, returns) + '\n'
-        return md
+        rows = [_row(*o) for o in params.items()]
+        if ret and (ret['anno'] is not Parameter.empty or ret['docment']): rows.append(_row('Returns', ret))
+        if not rows: return md
+        return md + '\n'.join(['| | **Type** | **Default** | **Details** |', '|---|---|---|---|', *rows, ''])

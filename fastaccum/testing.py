@@ -49,8 +49,7 @@ def reference_fit_windows(model:nn.Module, x:Tensor, y:Tensor, # Trained in plac
     for k,idx in enumerate(windows):
         idx = torch.as_tensor(idx, dtype=torch.long, device=device)
         opt.zero_grad()
-        loss = loss_func(model(x[idx]), y[idx])
-        (loss*len(idx)/(len(idx)+1) if mis_weight and k == 0 else loss).backward()
+        (loss_func(model(x[idx]), y[idx]) * (len(idx)/(len(idx)+1) if mis_weight and k == 0 else 1)).backward()
         opt.step()
     return model
 
