@@ -171,10 +171,9 @@ def python_alone(micro_batches_per_window:int=8)->dict:
     model,x = resnet18(),torch.randn(16, 3, 32, 32)
     wbn = fbn.WindowBatchNorm(model)
     model(x)
-    first = wbn._slots[0]
-    counts,n_layers = list(first.counts),len(wbn.layers)
+    counts,n_layers = list(wbn._n[0]),len(wbn.layers)
     def ended():   # (the state a forward leaves: each layer called once, with its counts)
-        wbn._calls,first.counts,first.nm1 = [1]*n_layers,list(counts),[c - 1. for c in counts]
+        wbn._calls,wbn._n[0] = [1]*n_layers,list(counts)
         wbn.micro_batch_done(True)
     layer,calls = wbn.layers[5],wbn._calls
     xb = torch.randn(16, layer.num_features, 8, 8)
