@@ -125,15 +125,15 @@ class WindowBatchNorm(WindowListener):
         "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0"
         if not any(self._calls): return
         key = tuple(map(tuple, self._n))   # (call, layer, (n, n-1))
-        if key != self._key:   # (the weights per channel, made again only when the counts change)
+        if key != self._weights[0]:   # (the weights per channel, made again only when the counts change)
             w = torch.tensor(key, dtype=self._wide).movedim(-1, 0).to(self.device, non_blocking=True)
-            self._weights = w.repeat_interleave(self._widths_t, dim=-1, output_size=len(self._means[0])).unbind()
-            self._key,self._has = key,{(i, k) for k,row in enumerate(key) for i,(n,_) in enumerate(row) if n}
-        (n,nm1),mean,var = self._weights,self._means,self._vars
-        if len(self._has) < len(key)*len(self.layers): self._stats.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
+            self._weights = (key, {(i, k) for k,row in enumerate(key) for i,(n,_) in enumerate(row) if n},
+                             *w.repeat_interleave(self._widths_t, dim=-1, output_size=len(self._means[0])))
+        (_,has,n,nm1),mean,var = self._weights,self._means,self._vars
+        if len(has) < len(key)*len(self.layers): self._stats.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
         self._count.add_(n); self._s1.addcmul_(n, mean)
         self._s2.addcmul_(nm1, var).addcmul_(n*mean, mean)   # (n-1)*var + n*mean² = M2 + n*mean²
-        self._pending |= self._has
+        self._pending |= has
         self._calls,self._n = [0]*len(self.layers),[[(0, 0.)]*len(self.layers) for _ in key]
 
     @contextmanager
@@ -213,15 +213,14 @@ class WindowBatchNorm(WindowListener):
         for (w,o),c in zip(old, self._cols):   # (what each layer held, unless it was lazy)
             for new,was in ((stats, self._stats), (sums, self._sums)):
                 if w == c.stop - c.start: new[:len(was), ..., c] = was[..., o]
-        self._stats,self._sums,self._key,self._factors = stats,sums,None,(None,)
+        self._stats,self._sums,self._weights,self._factors = stats,sums,(None,),(None,)
         self._bufs = [list(zip(m.split(widths), v.split(widths))) for m,v in stats]   # (each view is an operation)
         (self._means,self._vars),(self._window,self._kept) = stats[1:].unbind(1),sums.unbind(1)
         self._count,self._s1,self._s2 = self._window.unbind(1)
-        self._rows = [w.unbind() for w in self._window]
 
     def _update(self, k:int, on:list):
         "The running statistics of the layers `on` (1: held in call `k`) moved once, by PyTorch's rule, all at once"
-        count,s1,s2 = self._rows[k]
+        count,s1,s2 = self._window[k]
         mean = s1/count.clamp(min=1)
         var = (s2 - s1*mean).div_((count - 1).clamp_(min=1)).clamp_(min=0)   # the unbiased variance, M2/(n-1)
         bufs = [l._buffers for l in self.layers]
