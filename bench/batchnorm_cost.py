@@ -129,20 +129,22 @@ class PythonTimer(Callback):
         if only: return
         for name in METHODS:   # (`_before` and `_after`: the hooks of the version before this one, for `--old`)
             if hasattr(module.WindowBatchNorm, name): self._wrap(module.WindowBatchNorm, name)
-        if hasattr(module, '_check_input_dim'): self._wrap(module, '_check_input_dim')
-    def _wrap(self, owner, name):
-        original = self.originals[name] = (owner, getattr(owner, name))
-        self.seconds[name],self.calls[name] = 0.,0
+        for name in ('_watched_check', '_check_input_dim'):   # (the layers' own check: its name now, or before)
+            if hasattr(module, name): self._wrap(module, name, '_check_input_dim')
+    def _wrap(self, owner, name, label=None):
+        label = label or name
+        f = getattr(owner, name)
+        self.originals[label],self.seconds[label],self.calls[label] = (owner, name, f),0.,0
         def timed(*args, **kwargs):
-            if not self.on: return original[1](*args, **kwargs)
+            if not self.on: return f(*args, **kwargs)
             start = time.process_time()
-            try: return original[1](*args, **kwargs)
-            finally: self.seconds[name] += time.process_time() - start; self.calls[name] += 1
+            try: return f(*args, **kwargs)
+            finally: self.seconds[label] += time.process_time() - start; self.calls[label] += 1
         setattr(owner, name, timed)
     def before_train(self): self.on = True
     def after_train(self): self.on = False
     def restore(self):
-        for name,(owner,f) in self.originals.items(): setattr(owner, name, f)
+        for owner,name,f in self.originals.values(): setattr(owner, name, f)
 
 
 def python_time(dls, module=fbn, batchnorm:str='window', only:tuple=())->dict:
