@@ -206,8 +206,7 @@ class WindowBatchNorm(WindowListener):
         self._widths_t,total = torch.tensor(widths, device=self.device),sum(widths)
         self._cols = [slice(end - w, end) for w,end in zip(widths, accumulate(widths))]
         self._n += [[(0, 0.)]*len(widths) for _ in range(calls - len(self._n))]   # (n and n-1 of each call of a layer)
-        # where the kernels write (call 0: counted nowhere); the window's sums of n, n*mean and M2 + n*mean² per
-        # channel and call, as they are and as the last micro-batch kept left them
+        # where kernels write (call 0: counted nowhere); sums of n, n*mean, M2 + n*mean²: now, and at the last kept
         stats = torch.zeros(len(self._n) + 1, 2, total, device=self.device, dtype=self.dtype)
         sums = torch.zeros(len(self._n), 2, 3, total, device=self.device, dtype=self._wide)
         for (w,o),c in zip(old, self._cols):   # (what each layer held, unless it was lazy)
@@ -249,8 +248,7 @@ class WindowBatchNorm(WindowListener):
             calls = torch.tensor([len(self._n)], device=self.device)
             dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
             self._lay_out(calls.item())
-            channels = torch.arange(self._window.shape[-1], device=self.device)
-            cols = torch.cat([channels[self._cols[i]] for i in idx])
+            cols = torch.cat([torch.arange(self._cols[i].start, self._cols[i].stop, device=self.device) for i in idx])
             sums = self._window[..., cols]   # (call numbers, 3, channels of the group)
             dist.all_reduce(sums, group=group)
             self._window[..., cols] = sums
