@@ -129,20 +129,22 @@ class PythonTimer(Callback):
         if only: return
         for name in METHODS:   # (`_before` and `_after`: the hooks of the version before this one, for `--old`)
             if hasattr(module.WindowBatchNorm, name): self._wrap(module.WindowBatchNorm, name)
-        if hasattr(module, '_check_input_dim'): self._wrap(module, '_check_input_dim')
-    def _wrap(self, owner, name):
-        original = self.originals[name] = (owner, getattr(owner, name))
-        self.seconds[name],self.calls[name] = 0.,0
+        for name in ('_watched_check', '_check_input_dim'):   # (the layers' own check: its name now, or before)
+            if hasattr(module, name): self._wrap(module, name, '_check_input_dim')
+    def _wrap(self, owner, name, label=None):
+        label = label or name
+        f = getattr(owner, name)
+        self.originals[label],self.seconds[label],self.calls[label] = (owner, name, f),0.,0
         def timed(*args, **kwargs):
-            if not self.on: return original[1](*args, **kwargs)
+            if not self.on: return f(*args, **kwargs)
             start = time.process_time()
-            try: return original[1](*args, **kwargs)
-            finally: self.seconds[name] += time.process_time() - start; self.calls[name] += 1
+            try: return f(*args, **kwargs)
+            finally: self.seconds[label] += time.process_time() - start; self.calls[label] += 1
         setattr(owner, name, timed)
     def before_train(self): self.on = True
     def after_train(self): self.on = False
     def restore(self):
-        for name,(owner,f) in self.originals.items(): setattr(owner, name, f)
+        for owner,name,f in self.originals.values(): setattr(owner, name, f)
 
 
 def python_time(dls, module=fbn, batchnorm:str='window', only:tuple=())->dict:
@@ -171,10 +173,9 @@ def python_alone(micro_batches_per_window:int=8)->dict:
     model,x = resnet18(),torch.randn(16, 3, 32, 32)
     wbn = fbn.WindowBatchNorm(model)
     model(x)
-    first = wbn._slots[0]
-    counts,n_layers = list(first.counts),len(wbn.layers)
+    counts,n_layers = list(wbn._n[0]),len(wbn.layers)
     def ended():   # (the state a forward leaves: each layer called once, with its counts)
-        wbn._calls,first.counts,first.nm1 = [1]*n_layers,list(counts),[c - 1. for c in counts]
+        wbn._calls,wbn._n[0] = [1]*n_layers,list(counts)
         wbn.micro_batch_done(True)
     layer,calls = wbn.layers[5],wbn._calls
     xb = torch.randn(16, layer.num_features, 8, 8)

@@ -31,15 +31,6 @@ def batchnorm_layers(
     "The model's BatchNorm layers (`SyncBatchNorm` too) that track running statistics, by name"
     return {name:m for name,m in model.named_modules() if isinstance(m, _BatchNorm) and m.track_running_stats}
 
-# %% ../nbs/15_batchnorm.ipynb #b725d21b
-def _one_place(layers)->tuple:
-    "The device and dtype of the layers' running statistics (one of each)"
-    places = {(l.running_mean.device, l.running_mean.dtype) for l in layers}
-    if len(places) > 1: raise ValueError(
-        f"WindowBatchNorm needs the BatchNorm layers' running statistics on one device in one dtype, found {places}. "
-        "Pass batchnorm='micro' (PyTorch's update at every micro-batch) for such a model.")
-    return places.pop()
-
 # %% ../nbs/15_batchnorm.ipynb #82b8f7ed
 # -1 outside a backward (activation checkpointing recomputes there); private to PyTorch 2.x: without it, those count
 _graph_task_id = getattr(torch._C, '_current_graph_task_id', lambda: -1)
@@ -67,68 +58,17 @@ def _watched_check(layer, x):
     d = layer.__dict__
     if not layer.training: return _unpoint(d)   # (eval mode: its own running statistics)
     wbn,i = d['_window_bn']
-    if i in wbn._lazy: wbn._lay_out()   # (a lazy layer's first forward: its channels are known now)
-    n = x.numel()//x.shape[1] if x.shape[1] else 0
-    if wbn._paused or not n or _graph_task_id() != -1: calls = wbn._trash   # (a call the large batch does not make)
-    else:
-        k = wbn._calls[i]
-        wbn._calls[i] = k + 1
-        calls = wbn._slots[k] if k < len(wbn._slots) else wbn._new_slot()
+    if not wbn._widths[i]: wbn._lay_out()   # (a lazy layer's first forward: its channels are known now)
+    n,k = x.numel()//max(x.shape[1], 1),0   # (k 0: a call the large batch does not make, counted nowhere)
+    if n and not wbn._paused and _graph_task_id() == -1:
+        k = wbn._calls[i] = wbn._calls[i] + 1   # (the layer's k-th call in this piece of the micro-batch)
+        if k > len(wbn._n): wbn._lay_out(k)
         dist = torch.distributed   # (a synchronized call's n-1 takes 1/processes off its own n, as its forward does)
-        calls.counts[i],calls.nm1[i] = n,n - (1/dist.get_world_size(layer.process_group)
-                                              if wbn._sync[i] and dist.is_initialized() else 1.)
+        wbn._n[k-1][i] = n,n - (1/dist.get_world_size(layer.process_group)
+                                if wbn._sync[i] and dist.is_initialized() else 1.)
     if 'running_mean' not in d: wbn._momenta[i] = d.get('momentum', wbn._momenta[i])   # (a callback may set it)
     # momentum 1: the kernel writes the call's mean and unbiased variance (a forward without this check: PyTorch's own)
-    d['running_mean'],d['running_var'],d['num_batches_tracked'],d['momentum'] = calls.means[i],calls.vars[i],wbn._nbt,1.
-
-# %% ../nbs/15_batchnorm.ipynb #c4115a01
-class _Calls:
-    "One call number's statistics (each layer's first call in a forward, or its second...), and their sums"
-    def __init__(self, wbn):
-        self.widths,self.widths_t,total = wbn._widths,wbn._widths_t,sum(wbn._widths)
-        self.mean = torch.zeros(total, device=wbn.device, dtype=wbn.dtype)   # (where the kernels write)
-        self.var = torch.ones(total, device=wbn.device, dtype=wbn.dtype)
-        self.means,self.vars = list(self.mean.split(self.widths)),list(self.var.split(self.widths))
-        # (3, channels): sums of n, n*mean and M2 + n*mean², over the micro-batch's pieces and over the window
-        self.pieces,self.window = (torch.zeros(3, total, device=wbn.device, dtype=wbn._wide) for _ in range(2))
-        self.rows = self.pieces.unbind()   # (unbound once: each view is an operation)
-        self.held,self.pieces_held,self.key = set(),set(),None   # (the layers each holds; the counts weighed last)
-        self.reset()
-
-    def reset(self):
-        "Forget this piece's counts: each layer's values n (0: no call), and n-1"
-        self.counts,self.nm1 = [0]*len(self.widths),[0.]*len(self.widths)
-
-    @torch.no_grad()
-    def gather(self):
-        "Add what the kernels wrote, each layer's weighted by its values, to the micro-batch's pieces; then `reset`"
-        key = (tuple(self.counts), tuple(self.nm1))
-        if key != self.key:   # (the weights per channel, made again only when the counts change)
-            per_layer = torch.tensor(key, dtype=self.pieces.dtype).to(self.pieces.device, non_blocking=True)
-            self.weights = per_layer.repeat_interleave(self.widths_t, dim=1, output_size=self.pieces.shape[1]).unbind()
-            self.key,self.gaps,self.has = key,0 in self.counts,{i for i,n in enumerate(self.counts) if n}
-        (n,nm1),(count,s1,s2),mean,var = self.weights,self.rows,self.mean,self.var
-        if self.gaps: mean.nan_to_num_(0., 0., 0.); var.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
-        count.add_(n); s1.addcmul_(n, mean)
-        s2.addcmul_(nm1, var).addcmul_(n*mean, mean)   # (n-1)*var + n*mean² = M2 + n*mean²
-        self.pieces_held |= self.has
-        self.reset()
-
-    def fold(self, kept:bool):
-        "The micro-batch is over: its pieces added to the window if `kept`, else forgotten (and what its kernels wrote)"
-        if not self.pieces_held: return
-        if kept: self.window.add_(self.pieces); self.held |= self.pieces_held
-        else: self.mean.zero_(); self.var.fill_(1.)   # (with momentum 1 a kernel keeps a NaN there: 0*NaN)
-        self.pieces.zero_(); self.pieces_held = set()
-
-    def laid_out(self, wbn):
-        "These statistics, laid out for `wbn`'s widths now (a lazy layer's channels became known)"
-        new = _Calls(wbn)
-        for name in ('mean', 'var', 'pieces', 'window'):
-            for o,n in zip(getattr(self, name).split(self.widths, -1), getattr(new, name).split(new.widths, -1)):
-                if o.shape == n.shape: n.copy_(o)
-        new.counts,new.nm1,new.held,new.pieces_held = self.counts,self.nm1,self.held,self.pieces_held
-        return new
+    (d['running_mean'],d['running_var']),d['num_batches_tracked'],d['momentum'] = wbn._bufs[k][i],wbn._nbt,1.
 
 # %% ../nbs/15_batchnorm.ipynb #c4115a02
 class WindowBatchNorm(WindowListener):
@@ -146,13 +86,16 @@ class WindowBatchNorm(WindowListener):
         self.names,self.layers = list(layers),list(layers.values())
         fit = FitScope.holding(self.layers[0])   # (started inside a fit, a user's callback's too: ends with it)
         if fit is not None: fit.releases.callback(self.remove)
-        self.device,self.dtype = _one_place(self.layers)
+        places = {(l.running_mean.device, l.running_mean.dtype) for l in self.layers}
+        if len(places) > 1: raise ValueError("WindowBatchNorm needs the BatchNorm layers' running statistics on one "
+            f"device in one dtype, found {places}. Pass batchnorm='micro' (PyTorch's update at every micro-batch).")
+        (self.device,self.dtype), = places
         self._wide = torch.float32 if self.device.type == 'mps' else torch.float64   # (MPS has no float64)
         self._sync = [isinstance(l, nn.SyncBatchNorm) and torch.distributed.is_available() for l in self.layers]
         self._calls = [0]*len(self.layers)   # each layer's calls so far in this micro-batch (or piece of one)
         self._nbt = torch.zeros((), dtype=torch.long, device=self.device)   # (what the kernel counts: not the layer's)
         self._momenta = [layer.momentum for layer in self.layers]   # (each layer's own: the window's is 1)
-        self._lay_out()
+        self._lay_out(1)
         for i,layer in enumerate(self.layers):   # (`pickle` and `copy` find its `__getstate__` first)
             vars(layer).update(_window_bn=(self, i), _check_input_dim=MethodType(_watched_check, layer),
                                __getstate__=MethodType(_getstate, layer))
@@ -161,12 +104,8 @@ class WindowBatchNorm(WindowListener):
         "Put every layer back as it was (after an interrupted forward too), and forget everything; safe to call again"
         for layer in getattr(self, 'layers', []):
             if vars(layer).get('_window_bn', (None,))[0] is self: _unwatched(vars(layer))
-        self.layers,self.names,self._slots,self._calls,self._momenta,self._sync = [],[],[],[],[],[]
-
-    @property
-    def held(self)->bool:
-        "Whether the window holds statistics of some layer"
-        return any(c.held for c in self._slots)
+        self.layers,self.names,self._calls,self._n,self._momenta,self._sync = [],[],[],[],[],[]
+        self._widths,self._cols,self.held,self._pending = [],[],set(),set()   # (held: the window's (layer, call) pairs)
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
 
@@ -175,13 +114,27 @@ class WindowBatchNorm(WindowListener):
     ):
         "The micro-batch is over: its calls (and earlier pieces) added to the window's sums if `kept`, else forgotten"
         self.new_piece()
-        for calls in self._slots: calls.fold(kept)
+        if self._pending and kept: self._kept.copy_(self._window); self.held |= self._pending
+        elif self._pending:   # (and what its kernels wrote: with momentum 1 a kernel keeps a NaN there, 0*NaN)
+            self._window.copy_(self._kept); self._stats.nan_to_num_(0., 0., 0.)
+        self._pending = set()
         for layer in self.layers: _unpoint(layer.__dict__)   # (between micro-batches a layer's buffers are its own)
 
+    @torch.no_grad()
     def new_piece(self):
         "The next forwards are another piece of the micro-batch (`WholeBatchLoss`'s second pass): calls count from 0"
-        for calls in self._slots[:max(self._calls, default=0)]: calls.gather()
-        self._calls = [0]*len(self.layers)
+        if not any(self._calls): return
+        key = tuple(map(tuple, self._n))   # (call, layer, (n, n-1))
+        if key != self._weights[0]:   # (the weights per channel, made again only when the counts change)
+            w = torch.tensor(key, dtype=self._wide).movedim(-1, 0).to(self.device, non_blocking=True)
+            self._weights = (key, {(i, k) for k,row in enumerate(key) for i,(n,_) in enumerate(row) if n},
+                             *w.repeat_interleave(self._widths_t, dim=-1, output_size=len(self._means[0])))
+        (_,has,n,nm1),mean,var = self._weights,self._means,self._vars
+        if len(has) < len(key)*len(self.layers): self._stats.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
+        self._count.add_(n); self._s1.addcmul_(n, mean)
+        self._s2.addcmul_(nm1, var).addcmul_(n*mean, mean)   # (n-1)*var + n*mean² = M2 + n*mean²
+        self._pending |= has
+        self._calls,self._n = [0]*len(self.layers),[[(0, 0.)]*len(self.layers) for _ in key]
 
     @contextmanager
     def paused(self):
@@ -194,67 +147,86 @@ class WindowBatchNorm(WindowListener):
     def window_closed(self, window=None):
         "The window stepped: each layer's running statistics updated from the window's, once per call in a forward"
         self._all_reduce_sync_batchnorms()
-        for calls in self._slots:   # in call order, as the large batch's forward
-            if calls.held: self._update(calls)
+        for k in range(len(self._n)):   # in call order, as the large batch's forward
+            on = [int((i, k) in self.held) for i in range(len(self.layers))]
+            if any(on): self._update(k, on)
         self.window_dropped()
 
     def window_dropped(self):
         "The window was dropped (nothing stepped): forget its statistics"
-        for calls in self._slots:
-            if calls.held: calls.window.zero_()
-            calls.held = set()
+        if self.held: self._sums.zero_()
+        self.held = set()
 
     def state_dict(self)->dict:
         "The window's statistics by layer name and call, on the CPU: {name: [{'count', 'mean', 'm2'} or None, ...]}"
         state = {}
-        for i,name in enumerate(self.names):
-            calls = [_saved(c.window[:, self._cols[i]]) if i in c.held else None for c in self._slots]
-            while calls and calls[-1] is None: calls.pop()
-            if calls: state[name] = calls
+        for i,k in sorted(self.held):
+            count,s1,s2 = self._window[k, :, self._cols[i]].cpu()
+            n,calls = round(count[0].item()),state.setdefault(self.names[i], [])
+            mean = s1/n
+            calls += [None]*(k - len(calls)) + [dict(count=n, mean=mean, m2=(s2 - s1*mean).clamp_(min=0))]
         return state
 
     def load_state_dict(self,
         state:dict, # What `state_dict` returned
     ):
         "Hold the window's statistics of `state`, for this model's layers of the same names (and forget what was held)"
-        where = 'WindowBatchNorm.load_state_dict:'
-        unknown = sorted(set(state) - set(self.names))
+        where,unknown = 'WindowBatchNorm.load_state_dict:',sorted(set(state) - set(self.names))
         if unknown: raise ValueError(f'{where} this model has no BatchNorm layer tracking running statistics called '
                                      f'{unknown} (it has {self.names}). Load the state into the model it came from.')
-        state = {self.names.index(k): _checked(f'{where} `{k}`', calls, self.layers[self.names.index(k)].num_features)
-                 for k,calls in state.items()}   # (all checked before anything is held)
+        # (a dict: one call, the first checkpoints' form); all checked before anything is held
+        state = {self.names.index(k): [v] if isinstance(v, dict) else v for k,v in state.items()}
+        for i,calls in state.items():
+            at,c = f'{where} `{self.names[i]}`',self.layers[i].num_features
+            fix = (f"each None or a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({c},) for the "
+                   "layer's channels: load a state made for this model.")
+            if not isinstance(calls, (list, tuple)):
+                raise ValueError(f'{at} must hold a list of calls, got {type(calls).__name__}: {fix}')
+            for s in calls:
+                if s is None or (isinstance(s, dict) and set(s) == {'count', 'mean', 'm2'} and type(s['count']) is int
+                                 and s['count'] > 0 and all(isinstance(s[k], torch.Tensor) and s[k].shape == (c,)
+                                                            for k in ('mean', 'm2'))): continue
+                shown = s if not isinstance(s, dict) else {k: tuple(v.shape) if torch.is_tensor(v) else v
+                                                           for k,v in s.items()}
+                raise ValueError(f'{at} holds {shown!r:.120}, not the statistics of a call: {fix}')
         self.window_dropped()
+        self._lay_out(max(map(len, state.values()), default=0))
         for i,calls in state.items():
             for k,s in enumerate(calls):
-                slot = self._slots[k] if k < len(self._slots) else self._new_slot()
                 if s is None: continue
                 n,mean,m2 = s['count'],s['mean'].to(self.device, self._wide),s['m2'].to(self.device, self._wide)
-                slot.window[:, self._cols[i]] = torch.stack([torch.full_like(mean, n), mean*n, m2 + mean.square()*n])
-                slot.held.add(i)
+                self._sums[k, ..., self._cols[i]] = torch.stack([torch.full_like(mean, n), mean*n, m2 + mean*mean*n])
+                self.held.add((i, k))
 
-    def _lay_out(self):
-        "Lay the layers' channels out in flat buffers (again, once a lazy layer's channels are known)"
-        self._lazy = {i for i,l in enumerate(self.layers) if is_lazy(l.running_mean)}
-        self._widths = [0 if i in self._lazy else l.running_mean.numel() for i,l in enumerate(self.layers)]
-        self._widths_t,ends = torch.tensor(self._widths, device=self.device),list(accumulate(self._widths))
-        self._cols = [slice(end - w, end) for w,end in zip(self._widths, ends)]
-        self._slots,self._trash,self._factors = [c.laid_out(self) for c in self._slots],_Calls(self),None
+    def _lay_out(self, calls:int=0):
+        "Flat buffers of the layers' channels for `calls` call numbers or more (made again: what they hold kept)"
+        widths = [0 if is_lazy(l.running_mean) else l.running_mean.numel() for l in self.layers]
+        if widths == self._widths and calls <= len(self._n): return   # (a lazy layer's channels became known, or not)
+        old,self._widths = list(zip(self._widths, self._cols)),widths
+        self._widths_t,total = torch.tensor(widths, device=self.device),sum(widths)
+        self._cols = [slice(end - w, end) for w,end in zip(widths, accumulate(widths))]
+        self._n += [[(0, 0.)]*len(widths) for _ in range(calls - len(self._n))]   # (n and n-1 of each call of a layer)
+        # where kernels write (call 0: counted nowhere); sums of n, n*mean, M2 + n*mean²: now, and at the last kept
+        stats = torch.zeros(len(self._n) + 1, 2, total, device=self.device, dtype=self.dtype)
+        sums = torch.zeros(len(self._n), 2, 3, total, device=self.device, dtype=self._wide)
+        for (w,o),c in zip(old, self._cols):   # (what each layer held, unless it was lazy)
+            for new,was in ((stats, self._stats), (sums, self._sums)):
+                if w == c.stop - c.start: new[:len(was), ..., c] = was[..., o]
+        self._stats,self._sums,self._weights,self._factors = stats,sums,(None,),(None,)
+        self._bufs = [list(zip(m.split(widths), v.split(widths))) for m,v in stats]   # (each view is an operation)
+        (self._means,self._vars),(self._window,self._kept) = stats[1:].unbind(1),sums.unbind(1)
+        self._count,self._s1,self._s2 = self._window.unbind(1)
 
-    def _new_slot(self)->_Calls:
-        "Storage for one more call number (a layer called once more in a forward than so far)"
-        self._slots.append(_Calls(self))
-        return self._slots[-1]
-
-    def _update(self, calls:_Calls):
-        "The running statistics of the layers `calls` holds moved once, by PyTorch's rule, all layers at once"
-        count,s1,s2 = calls.window
+    def _update(self, k:int, on:list):
+        "The running statistics of the layers `on` (1: held in call `k`) moved once, by PyTorch's rule, all at once"
+        count,s1,s2 = self._window[k]
         mean = s1/count.clamp(min=1)
         var = (s2 - s1*mean).div_((count - 1).clamp_(min=1)).clamp_(min=0)   # the unbiased variance, M2/(n-1)
         bufs = [l._buffers for l in self.layers]
-        nbts,on = [b['num_batches_tracked'] for b in bufs],[int(i in calls.held) for i in range(len(bufs))]
+        nbts = [b['num_batches_tracked'] for b in bufs]
         torch._foreach_add_(nbts, on)
         key = (tuple(on), tuple(self._momenta))   # per layer: its momentum (1/num_batches_tracked if None), 0 if off
-        if self._factors is None or self._factors[0] != key:   # (made again only when it changes)
+        if self._factors[0] != key:   # (made again only when it changes)
             rows = [[(m or 0.)*o for o,m in zip(*key)], [float(o and m is None) for o,m in zip(*key)]]
             t = torch.tensor(rows, dtype=self.dtype).to(self.device, non_blocking=True)
             self._factors = key,any(rows[1]),*t.repeat_interleave(self._widths_t, dim=1, output_size=len(mean))
@@ -273,39 +245,16 @@ class WindowBatchNorm(WindowListener):
         for i,layer in enumerate(self.layers):
             if self._sync[i]: groups.setdefault(id(layer.process_group), (layer.process_group, []))[1].append(i)
         for group,idx in groups.values():
-            calls = torch.tensor([len(self._slots)], device=self.device)
+            calls = torch.tensor([len(self._n)], device=self.device)
             dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
-            while len(self._slots) < calls.item(): self._new_slot()
+            self._lay_out(calls.item())
             cols = torch.cat([torch.arange(self._cols[i].start, self._cols[i].stop, device=self.device) for i in idx])
-            flat = torch.stack([c.window[:, cols] for c in self._slots])   # (call numbers, 3, channels of the group)
-            dist.all_reduce(flat, group=group)
-            firsts = list(accumulate([0] + [self._widths[i] for i in idx[:-1]]))   # (each layer's first column)
-            for c,sums,held in zip(self._slots, flat, (flat[:, 0, firsts] > 0).tolist()):
-                c.window[:, cols] = sums
-                c.held = (c.held - set(idx)) | {i for i,h in zip(idx, held) if h}
-
-# %% ../nbs/15_batchnorm.ipynb #acbdd3eb
-def _saved(sums)->dict:
-    "One call's statistics from its window sums (3, channels)"
-    count,s1,s2 = sums.cpu()
-    n = round(count[0].item())
-    mean = s1/n
-    return dict(count=n, mean=mean, m2=(s2 - s1*mean).clamp_(min=0))
-
-def _checked(where:str, calls, channels:int)->list:
-    "A layer's saved calls (a dict: one call, the first checkpoints' form), each None or a count, mean and M2"
-    calls = [calls] if isinstance(calls, dict) else calls
-    fix = (f"each None or a dict of 'count', an int > 0, and 'mean' and 'm2', tensors of shape ({channels},) for the "
-           "layer's channels: load a state made for this model.")
-    if not isinstance(calls, (list, tuple)):
-        raise ValueError(f'{where} must hold a list of calls, got {type(calls).__name__}: {fix}')
-    for s in calls:
-        if s is None or (isinstance(s, dict) and set(s) == {'count', 'mean', 'm2'} and type(s['count']) is int
-                         and s['count'] > 0 and all(isinstance(s[k], torch.Tensor) and s[k].shape == (channels,)
-                                                    for k in ('mean', 'm2'))): continue
-        shown = s if not isinstance(s, dict) else {k: tuple(v.shape) if torch.is_tensor(v) else v for k,v in s.items()}
-        raise ValueError(f'{where} holds {shown!r:.120}, not the statistics of a call: {fix}')
-    return calls
+            sums = self._window[..., cols]   # (call numbers, 3, channels of the group)
+            dist.all_reduce(sums, group=group)
+            self._window[..., cols] = sums
+            held = (self._count[:, [self._cols[i].start for i in idx]] > 0).tolist()   # [call][the group's layer]
+            self.held = {h for h in self.held if h[0] not in idx} | {(i, k) for k,row in enumerate(held)
+                                                                     for i,h in zip(idx, row) if h}
 
 # %% ../nbs/15_batchnorm.ipynb #dc946c71
 _SEEN = dict(   # what BatchNorm layers do with micro-batches, by `batchnorm`
