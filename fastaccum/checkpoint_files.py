@@ -114,7 +114,7 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
 # %% ../nbs/internals/checkpoint_files.ipynb #829643e9
-_FORMAT = 4   # (4: the Recorder's part one per Recorder, the run's identity hashed from plain values)
+_FORMAT = 5   # (5: fastai's random states; 4: the Recorder's part one per Recorder, the run's identity hashed)
 _CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
                     'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
 
