@@ -10,7 +10,6 @@ import hashlib, inspect, numbers, random, sys, uuid, weakref
 from copy import copy
 from functools import partial
 from pathlib import Path
-import numpy as np
 import torch
 from fastcore.basics import store_attr, noop
 from fastcore.foundation import L
@@ -20,15 +19,15 @@ from fastai.callback.progress import ProgressCallback, CSVLogger
 from fastai.callback.tracker import TrackerCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer
-from fastai.torch_core import no_random, to_device
-from .checks import CheckpointError, check_positive_int, check_optional_int, check_bool, check_path
+from fastai.torch_core import no_random, to_device, get_random_states, set_random_states
+from .checks import CheckpointError, check_positive_int, check_optional_int, check_bool, check_path, _must
 from .distributed import ddp_world_size, bare_model
 from .loaders import loader_bs
 from .parts import Releases, ScopedCallback, find_cb, fit_running
 from .integrations import _BATCH_EVENTS   # (the batch events, which fastai runs only with `run_train`)
 from .runner import BatchRunner
 from .accumulate import GradientAccumulation
-from .sharded import load_sharded, model_shapes
+from .sharded import load_sharded, model_shapes, _differences
 from .checkpoint_files import *
 from .checkpoint_files import _FORMAT, _check_fname
 _all_ = ['CheckpointError', 'save_checkpoint_file', 'load_checkpoint_file', 'numbered_path', 'remove_partial_writes',
@@ -39,15 +38,9 @@ __all__ = ['TrainingCheckpoint', 'FitRecord', 'LearnerState', 'DataOrder', 'Paus
            'save_checkpoint_file', 'load_checkpoint_file', 'numbered_path', 'remove_partial_writes', 'CheckpointFiles']
 
 # %% ../nbs/22_checkpoint.ipynb #8dc78e12
-def _random_states():
-    "The process's random states: Python's, NumPy's, torch's on the CPU and on every CUDA device"
-    return dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state(),
-                cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
-
-def _set_random_states(s):
-    random.setstate(s['python']); np.random.set_state(s['numpy']); torch.set_rng_state(s['torch'])
-    if s['cuda'] and len(s['cuda']) == torch.cuda.device_count(): torch.cuda.set_rng_state_all(s['cuda'])
-
+def _set_random_states(s):   # (fastai's `get_random_states`; the CUDA devices' only where there are as many)
+    cuda = s['torch_cuda_state'] if len(s['torch_cuda_state']) == torch.cuda.device_count() else []
+    set_random_states(**dict(s, torch_cuda_state=cuda))
 def _order_of(dl)->tuple:
     "The fastai loader whose `rng` orders `dl` (it, or the one a `DistributedDL` wraps), and the order it keeps"
     # (from epoch to epoch: `LMDataLoader` shuffles its texts in place); `(None, None)` for other loaders
@@ -55,12 +48,10 @@ def _order_of(dl)->tuple:
     if not isinstance(vars(dl).get('rng'), random.Random): return None,None
     text = sys.modules.get('fastai.text.data')   # (no loader is an `LMDataLoader` unless fastai's text module is in)
     return dl,(dl.items.idxs if text is not None and isinstance(dl, text.LMDataLoader) else None)
-
 def _loader_state(dl):
     "What orders a fastai loader's next epoch: its generator, and the order it keeps; `None` for other loaders"
     owner,kept = _order_of(dl)
     return None if owner is None else dict(rng=owner.rng.getstate(), kept=None if kept is None else list(kept))
-
 def _set_loader_state(dl, state):
     owner,kept = _order_of(dl)
     if owner is None or state is None: return
@@ -68,7 +59,6 @@ def _set_loader_state(dl, state):
     if kept is not None and state['kept'] is not None:
         getattr(kept, 'items', kept)[:] = state['kept']   # (in place: the texts' lengths are ordered by the same list)
         owner.make_chunks()
-
 def _plain(o):
     "A value by its contents, as plain data that compares and hashes across processes; a function by its name"
     if isinstance(o, (bool, int, float, str, bytes, type(None))): return o
@@ -77,9 +67,7 @@ def _plain(o):
     if isinstance(o, (list, tuple, L)): return [_plain(v) for v in o]
     if isinstance(o, (Path, numbers.Number)): return str(o)
     return getattr(o, '__qualname__', type(o).__name__) if callable(o) else type(o).__name__
-
 def _hash(*parts)->str: return hashlib.sha256(repr(_plain(parts)).encode()).hexdigest()[:16]   # (by contents)
-
 def _callback_config(cb)->dict:
     "A callback's class and the arguments it was made with, as far as it keeps them under their names"
     params = inspect.signature(type(cb).__init__).parameters
@@ -90,7 +78,6 @@ def _callback_config(cb)->dict:
     if kept:   # its batch size: the setting, not the batch a fit has in use
         for n in {'accum_bs', 'accum_items'} & set(values): values[n] = cb.fixed.setting if n == cb.fixed.name else None
     return dict(type=type(cb).__name__, **_plain(values))
-
 def _fingerprint(dataset)->str|None:
     "A hash of 16 items of the training set, spread over it: fastai's raw `items` or a list's as stored, else as read"
     items = dataset if isinstance(dataset, (list, tuple, L)) else getattr(dataset, 'items', dataset)
@@ -101,69 +88,34 @@ def _fingerprint(dataset)->str|None:
         with no_random(0): return items[i]
     n = len(items)
     return _hash(*(get(i) for i in sorted({i*(n-1)//15 for i in range(16)} if n else ())))
-
 def _starting_point(learn)->dict:
     "What tells a run from another as it starts: its initial weights, and the random states (the seed) and loader's"
     state = bare_model(learn.model).state_dict()   # (each tensor's first values: a large model is not copied whole)
     weights = [(n, t.shape, getattr(t, 'to_local', lambda: t)().reshape(-1)[:1024]) for n,t in state.items()]
-    s = _random_states()
-    drawn = (s['python'], s['numpy'][1], s['torch'], _loader_state(learn.dls.train))
+    s = get_random_states()
+    drawn = (s['random_state'], s['numpy_state'][1], s['torch_state'], _loader_state(learn.dls.train))
     return {'initial weights': _hash(*weights), 'random states': _hash(*drawn)}
-
-def _differences(old, new, prefix=''):
-    "What differs between two configurations, field by field (nested fields as `a.b`)"
-    out = []
-    for k in list(old) + [k for k in new if k not in old]:
-        a,b = old.get(k, '(none)'),new.get(k, '(none)')
-        if isinstance(a, dict) and isinstance(b, dict): out += _differences(a, b, f'{prefix}{k}.')
-        elif a != b:
-            exact = _short(a) == _short(b)   # (different beyond 4 digits: all of them)
-            out.append(f'{prefix}{k}: {_short(a, exact)} in the checkpoint, {_short(b, exact)} now')
-    return out
-
-def _short(v, exact=False):
-    "`v` for a message: floats to 4 significant digits (unless `exact`), cut at 80 characters"
-    def fmt(o):
-        if isinstance(o, float): return repr(o) if exact else f'{o:.4g}'
-        if isinstance(o, (list, tuple)): return '[' + ', '.join(map(fmt, o)) + ']'
-        return '{' + ', '.join(f'{k!r}: {fmt(x)}' for k,x in o.items()) + '}' if isinstance(o, dict) else repr(o)
-    s = fmt(v)
-    return s if len(s) <= 80 else s[:77] + '...'
-
-def _newest(cb)->tuple:   # (the point a checkpoint loaded: the newest goes on)
-    return cb._loaded['finished'],cb._loaded['position']['epoch'],cb._loaded['position']['batches']
+def _newest(cb)->tuple: return cb._loaded['finished'],*(cb._loaded['position'][k] for k in ('epoch', 'batches'))
 def _counted(cb)->tuple: return cb.resumed_from,cb._loaded['position']['steps'],cb._loaded['position']['steps']
-
-def _check_run_name(name)->str|None:
-    if name is None or isinstance(name, str) and name.strip(): return name
-    raise ValueError(f'`run_name` must be a non-empty str or None, got {name!r}. Pass e.g. run_name="seed-3" (the '
-                     'same in the run that resumes), or None to know the run by its initial weights and random states.')
-
-def _check_writes(every_steps=None, every_epoch=True, **_):
-    if every_steps is None and not every_epoch:
-        raise ValueError('With every_steps=None and every_epoch=False no checkpoint is written but at the end of '
-                         'each fit. Pass every_steps=<steps>, or every_epoch=True.')
-
 _ARGUMENTS = dict(   # `TrainingCheckpoint`'s arguments, each checked whenever it is set (when made, or after)
-    fname=_check_fname, run_name=_check_run_name, every_epoch=partial(check_bool, 'every_epoch'),
+    fname=_check_fname, every_epoch=partial(check_bool, 'every_epoch'),
+    run_name=lambda v: _must(v is None or isinstance(v, str) and v.strip(), 'run_name', v, 'must be a non-empty str '
+        'or None', 'Pass e.g. run_name="seed-3" (the same in the run that resumes), or None to know the run by its '
+        'initial weights and random states.'),
     resume=partial(check_bool, 'resume'), keep=partial(check_positive_int, 'keep', fix='Pass e.g. keep=1.'),
     every_steps=partial(check_optional_int, 'every_steps', fix='Pass a number of optimizer steps, or None.'))
 
 # %% ../nbs/22_checkpoint.ipynb #e71eee6e
 _OWN = ('training batches', 'training samples', 'training data')   # each process's: its part of the data
-
 def _own_part(config:dict)->dict: return {k: config[k] for k in _OWN if k in config}
-
 def _config_of(ckpt:dict, rank:int)->dict:
     "The configuration process `rank` wrote `ckpt` with: process 0's, with its own part of the data"
     return {**ckpt['config'], **(rank < len(ckpt['ranks']) and ckpt['ranks'][rank].get('config') or {})}
-
 def _gathered(o, world_size:int)->list:
     "Every process's `o`, by rank (process 0's: `_gathered(o, world_size)[0]`)"
     every = [o]*world_size
     if world_size > 1: torch.distributed.all_gather_object(every, o)
     return every
-
 def _everywhere(differences:list, rank:int, world_size:int)->list:
     "Every process's `differences` (each after this process's own, naming its process), so that all refuse or none"
     return differences + [f'in process {r}, {d}' for r,ds in enumerate(_gathered(differences, world_size))
@@ -182,36 +134,32 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         keep:int=1, # Checkpoints to keep of a fit: the newest is `{fname}.pth`, the one before `{fname}.1.pth`, ...
         run_name:str|None=None, # The run's name, resumed only by a run of that name; `None`: known by how it starts
     ): store_attr(); self._start()
-
     def _start(self):
         "A fit's position and parts: nothing resumed, counted or written; no checkpoint to continue or end as"
         self.resumed_from,self.steps,self.written,self._stepped,self._seen,self._on = None,0,0,False,0,False
         self._loaded = self._lead = self.data = self.record = None   # (`_loaded`: the checkpoint, till it is put back)
         self.world_size,self.rank = 1,0
         self.paused = PausedCallbacks()   # (the other callbacks, while finished epochs are skipped)
-
     def __setattr__(self, name, value):
         "Set plainly (no fastai check); an argument, as when the callback is made, checked: an error names it"
         if name in _ARGUMENTS: value = _ARGUMENTS[name](value)
-        if name in ('every_steps', 'every_epoch'): _check_writes(**{**vars(self), name: value})
+        s = {'every_steps': None, 'every_epoch': True, **vars(self), name: value} if name.startswith('every_') else {}
+        if s and s['every_steps'] is None and not s['every_epoch']:
+            raise ValueError('With every_steps=None and every_epoch=False no checkpoint is written but at the end of '
+                             'each fit. Pass every_steps=<steps>, or every_epoch=True.')
         object.__setattr__(self, name, value)
-
     def __call__(self, event_name):
         "fastai's dispatch of an event: `after_step` counts the steps; the other batch events only when one is due"
         if event_name == 'after_step': return self.after_step() if self._on and self.run else None
         if not self.run_train and event_name in _BATCH_EVENTS: return None
         return super().__call__(event_name)
-
     @property
     def path(self)->Path:
         "This fit's file (before one: the next's): the run's fit 0 writes `{fname}.pth`, fit k `{fname}.fit{k}.pth`"
         files = CheckpointFiles(Path(self.learn.path)/self.learn.model_dir, self.fname)
         return files.path(self.record.k if self.record is not None else
                           _runs.get(str(files.first.resolve()), _NEW_RUN)['completed'])
-
-    def own_event(self)->bool:
-        "Only a fit's own `before_fit` and `after_fit`: the validation context, `summary` and `tta` change nothing"
-        return fit_running(self.learn, event=True)
+    def own_event(self)->bool: return fit_running(self.learn, event=True)   # (a fit's own: not `tta`'s, `summary`'s)
     def joined(self):
         "Check what can be checkpointed, and that the folder is writable; with `resume`, load this fit's checkpoint"
         learn = self.learn
@@ -237,23 +185,19 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         cbs = [cb for cb in learn.cbs.sorted('order') if isinstance(cb, TrainingCheckpoint) and cb.run]
         lead = max((cb for cb in cbs if cb._on and cb._loaded is not None), key=_newest, default=None)
         if cbs[-1] is self and lead is not None: lead._resume_from([cb for cb in cbs if cb._on])
-
     def after_step(self):
         "A step the fit's scope counted since the last (not a cancelled one): when a checkpoint is due, write it after"
         if self.scope.n_steps == self._seen: return
         self._seen,self._stepped,self.steps = self.scope.n_steps,True,self.steps+1
         if self.every_steps is not None and self.steps - self.written >= self.every_steps: self.run_train = True
-
     def _load(self)->dict|None:
         "This fit's checkpoint if it is of this run, checked: to continue, or to end as the finished fit; else `None`"
-        record,files = self.record,self.files
-        files.remove_partial(record.k, self.rank, self.world_size)
-        ckpt,path = files.read(record.k),files.stored(record.k)
-        if ckpt is None or (other := record.differences(ckpt, path)) is None: return None
+        self.files.remove_partial(self.record.k, self.rank, self.world_size)
+        ckpt,path = self.files.read(self.record.k),self.files.stored(self.record.k)
+        if ckpt is None or (other := self.record.differences(ckpt, path)) is None: return None
         differs = other + _differences(_config_of(ckpt, self.rank), self._config)
         _check_fits(ckpt, _everywhere(differs, self.rank, self.world_size), self.world_size, path)
         return ckpt
-
     def _resume_from(self, cbs:list):
         "Go on from its checkpoint, the newest of the Learner's `cbs` (or end as the finished fit); the others follow"
         ckpt,pos = self._loaded,self._loaded['position']
@@ -263,14 +207,11 @@ class TrainingCheckpoint(ScopedCallback, Callback):
             if pos['epoch'] > 0: self._pause()
         for cb in cbs:   # (the others count on from its point: nothing of theirs put back)
             if cb is not self: cb._loaded,cb._lead,cb.resumed_from,cb.steps,cb.written = None,self,*_counted(self)
-        n_batches,path = self._config['training batches'],self.files.stored(self.record.k)
-        self.record.say_loaded(ckpt, path, self.learn.n_epoch, n_batches)
-
+        self.record.say_loaded(ckpt, self.files.stored(self.record.k), self.n_epoch, self._config['training batches'])
     def _pause(self, later:bool=False):
         "The finished epochs are skipped, no other callback sees them (`later`: those after this one, at epoch 0)"
         cbs = list(self.learn.cbs.sorted('order'))
         self.paused.pause(cbs[cbs.index(self)+1:] if later else cbs[:cbs.index(self)])
-
     def before_epoch(self):
         "A finished fit ends (`after_fit` puts its end back); the epochs the checkpoint had finished are skipped"
         ckpt = self._loaded if self._on else None
@@ -278,7 +219,6 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         if ckpt is None or self.epoch >= ckpt['position']['epoch']: return
         if self.epoch == 0: self._pause(later=True)
         raise CancelEpochException()
-
     def before_train(self):
         "Note the random states as the epoch starts (they draw its order); in the resumed epoch, put them back"
         if not self._on: return
@@ -286,7 +226,6 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         self.data.epoch_started()
         # a fit that starts afresh is checkpointed as it starts: run again after an interruption, it goes back there
         if self.resume and self.epoch == 0 and self.resumed_from is None: self._write(0, 0)
-
     def _continue(self):
         "The checkpoint's epoch: loaders, random states, fastai's position, as at the checkpoint"
         ckpt,self._loaded,learn = self._loaded,None,self.learn
@@ -299,14 +238,12 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         self.data.put_back(ckpt['ranks'][self.rank], pos['batches'], runner)
         for cb in learn.cbs:   # (the checkpoints that follow it, before it in order, noted the epoch's start early)
             if isinstance(cb, TrainingCheckpoint) and cb._lead is self: cb.data.started = self.data.started
-
     def after_train(self):
         if self._on: self.data.release()
     def after_batch(self):
         "While a checkpoint is due: write it after a step at a step boundary (with fastaccum, a loader batch's end)"
         stepped,self._stepped,ga = self._stepped,False,find_cb(self.learn, GradientAccumulation)
         if stepped and (ga is None or ga.loader_batch_done): self._write(self.epoch, self.iter+1)
-
     def after_epoch(self):
         "At each epoch's end (after its validation), with `every_epoch`; after the last skipped epoch, the others run"
         if not self._on: return
@@ -315,7 +252,6 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         elif self.epoch+1 >= self.resumed_from[0]:
             self.paused.resume()
             if self.resumed_from[0] >= self.n_epoch: self.data.put_back(self._loaded['ranks'][self.rank])   # (its end)
-
     def after_fit(self):
         "The fit ended (not by an exception): its last checkpoint, of its end; a finished fit takes the end it had"
         if self._on and self.own_event():
@@ -325,13 +261,10 @@ class TrainingCheckpoint(ScopedCallback, Callback):
                 self._write(self.learn.epoch+1, 0, finished=True)
             self.record.finish()
         super().after_fit()
-
     def _put_back(self, ckpt):
         "The Learner's state, its `train_iter` and the steps counted, as at the checkpoint"
         self.state.put_back(ckpt, self.files.stored(self.record.k))
-        pos = ckpt['position']
-        self.learn.train_iter,self.steps,self.written = pos['train_iter'],pos['steps'],pos['steps']
-
+        self.learn.train_iter,self.steps,self.written = (ckpt['position'][k] for k in ('train_iter', 'steps', 'steps'))
     def _end_as(self, ckpt):
         "A finished fit: the Learner, its callbacks and the random states as that fit ended"
         learn,pos = self.learn,ckpt['position']
@@ -339,14 +272,12 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         learn.epoch,learn.pct_train = pos['learner_epoch'],pos['pct_train']
         learn.model.train(pos['training'])
         self.data.put_back(ckpt['ranks'][self.rank])
-
     def _release(self):
         "On every way out of a fit: the other callbacks run again, the batch index and optimizer's step are fastai's"
         self.paused.resume()
         if self.data is not None: self.data.release()
         self.releases.close()
         self._loaded,self._lead,self._on,self.run_train = None,None,False,False
-
     def _write(self, epoch, batches, finished=False):
         "Write the checkpoint at `batches` done in `epoch`: process 0, with every process's states (FSDP 2: shards too)"
         learn,local = self.learn,dict(self.data.take(in_epoch=bool(batches)), config=_own_part(self._config))
@@ -363,7 +294,6 @@ class TrainingCheckpoint(ScopedCallback, Callback):
 _runs = {}   # this process's runs: the resolved path of a run's first file -> what it knows of the run
 _learners = weakref.WeakValueDictionary()   # the same path -> the Learner of the run's last fit (not kept alive)
 _NEW_RUN = dict(id=None, identity=None, completed=0, started=None)   # what it knows of a run: its fits completed, ...
-
 def _count(n:int, what:str)->str: return f'{n} {what}' + ('' if n == 1 else 's')
 
 class FitRecord:
@@ -387,26 +317,21 @@ class FitRecord:
         # fit 0: what tells its run from another (given, or found), which it writes and a checkpoint must match
         mine = None if self.rank else dict(name=name) if name is not None else dict(name=None, **_starting_point(learn))
         self.identity = _gathered(mine, world_size)[0]   # (process 0's)
-
     def stamp(self)->dict: return dict(id=self.run['id'], fit=self.k, identity=self.run['identity'])   # (its fit's)
     def names_run(self, ckpt:dict|None=None, world_size:int=1):
         "Fit 0 names the run: it continues `ckpt`'s (the later fits load its files), or starts a new one, with a new id"
         run = ckpt['run'] if ckpt else dict(id=_gathered(uuid.uuid4().hex[:12], world_size)[0], identity=self.identity)
         self.run.update(id=run['id'], identity=run['identity'])   # (process 0's new id, under DDP)
-
     def differences(self, ckpt:dict, path:Path)->list|None:
         "How fit 0's `ckpt` differs from this run (`[]`: none); `None`: a later fit's file of an earlier run (said)"
         if ckpt['run']['id'] == self.run['id']: return []
         if self.k == 0: return _differences(ckpt['run']['identity'], self.identity, 'run ')
         self.say(f'{path} is fit {self.k} of an earlier run (its fit 0 was trained again since): fit {self.k} starts '
                  'afresh, and writes over it.')
-    def finish(self):
-        "The fit ended (not by an exception): the run's next fit is the one after it"
-        self.run['completed'],self.run['started'] = self.k+1,None
+    def finish(self): self.run.update(completed=self.k+1, started=None)   # (ended, not by an exception: the next fit)
     def say(self, message:str):
         "One line, from one process"
         if self.rank == 0: print(f'TrainingCheckpoint: {message}')
-
     def say_loaded(self, ckpt:dict, path:Path, n_epoch:int, n_batches:int|None):
         "Where the fit goes on from `ckpt` (at `path`), or that it had finished"
         (epoch,k,steps),fit = (ckpt['position'][n] for n in ('epoch', 'batches', 'steps')),self.k
@@ -422,26 +347,21 @@ class FitRecord:
 def _grads(model)->list:
     "Each parameter's gradient at a step boundary: `None` (none yet), 0 (zeroed: fastai keeps the tensor), or itself"
     return [None if p.grad is None else 0 if not p.grad.any() else p.grad.detach().clone() for p in model.parameters()]
-
 def _set_grads(model, grads:list):
     "Gradients as they were: a fastai optimizer steps every parameter that has one, even a frozen one (with its decay)"
     for p,g in zip(model.parameters(), grads):
         p.grad = None if g is None else torch.zeros_like(p) if isinstance(g, int) else g.to(p.device)
-
 _RECORDED = ('lrs', 'losses', 'iters', 'values', 'hps', 'accum_bs')   # the Recorder's history (one-cycle's `hps`, ...)
-
 def _recorder_state(recorder):
     "The Recorder's history; with `train_metrics`, its metrics' running state too (they accumulate over the epoch)"
     metrics = [{k: v for k,v in vars(m).items() if not callable(v)} for m in recorder.metrics]
     return dict({k: copy(getattr(recorder, k, None)) for k in _RECORDED}, metrics=metrics if recorder.train_metrics
                 else None, smooth_loss=(recorder.smooth_loss.count, recorder.smooth_loss.val))
-
 def _put_back_recorder(recorder, saved):
     vars(recorder).update({k: saved[k] for k in _RECORDED if saved[k] is not None})
     recorder.smooth_loss.count,recorder.smooth_loss.val = saved['smooth_loss']
     if recorder.values: recorder.learn.final_record = recorder.values[-1].copy()
     if recorder.losses: recorder.learn.smooth_loss = recorder.losses[-1]
-
 def _put_back_optimizer(opt, state, source):
     if not isinstance(opt, Optimizer): return opt.load_state_dict(state)   # (PyTorch's move it to the parameters)
     params = [p for p,*_ in opt.all_params()]
@@ -454,22 +374,18 @@ def _put_back_optimizer(opt, state, source):
             if k not in ('state', 'hypers')}   # (Lookahead's)
     opt.load_state_dict(dict(more, hypers=state['hypers'],
                              state=[to_device(s, p.device) for s,p in zip(state['state'], params)]))
-
 def _csv_text(cb)->str:
     "What a `CSVLogger` has written so far"
     if not getattr(cb.__dict__.get('file'), 'closed', True): cb.file.flush()
     return path.read_text() if (path := Path(cb.path)/cb.fname).exists() else ''
-
 def _restore_csv(cb, text:str):
     "A `CSVLogger`'s file as it was at the checkpoint (its `before_fit` opened it afresh, or its `after_fit` closed it)"
     if getattr(cb.__dict__.get('file'), 'closed', True): return (Path(cb.path)/cb.fname).write_text(text)
     cb.file.seek(0); cb.file.truncate(); cb.file.write(text); cb.file.flush()
-
 def _drop_unlogged_header(cb):
     "A `CSVLogger(append=True)` started again after a kill that left its header and no row: that header goes"
     lines = _csv_text(cb).splitlines(keepends=True)
     if cb.append and len(lines) > 1 and lines[-1] == lines[-2]: _restore_csv(cb, ''.join(lines[:-1]))
-
 _TRACKED = ('best', 'wait', 'new_best', 'last_saved_path')   # what fastai's trackers carry from epoch to epoch
 _HYPERS = ('lr', 'wd', 'mom', 'sqr_mom', 'eps', 'beta')   # a fit's hyper-parameters (PyTorch's `betas`: mom, sqr_mom)
 _CARRIED = dict(   # the parts of fastai's callbacks: each callback of a class, (what takes its part, what puts it back)
@@ -478,7 +394,6 @@ _CARRIED = dict(   # the parts of fastai's callbacks: each callback of a class, 
     trackers=(TrackerCallback, lambda cb: {k: vars(cb)[k] for k in _TRACKED if k in vars(cb)},
               lambda cb,tracked: vars(cb).update(tracked)),
     csv=(CSVLogger, _csv_text, _restore_csv))
-
 def _length(o):
     try: return len(o)
     except TypeError: return None
@@ -490,13 +405,11 @@ class LearnerState:
         skip=None, # A callback left out (the one that takes the state)
         shards:bool=False, # FSDP 2: the weights and the optimizer's state are written apart, as shards (`save_sharded`)
     ): self.learn,self.skip,self.shards = learn,skip,check_bool('shards', shards)
-
     def stateful(self)->list:
         "The callbacks with `state_dict` and `load_state_dict` (on the class: a callback hands others to the Learner)"
         has = lambda cb: all(callable(getattr(type(cb), m, None)) for m in ('state_dict', 'load_state_dict'))
         return [cb for cb in self.learn.cbs if cb is not self.skip and has(cb)]
     def _cbs(self, cls)->list: return [cb for cb in self.learn.cbs if isinstance(cb, cls)]
-
     def parts(self, source=None)->dict:
         "Each part of the state: (what takes it, what puts it back); under FSDP 2 the weights and optimizer are shards"
         learn,model,scaler = self.learn,bare_model(self.learn.model),getattr(self.learn, 'scaler', None)
@@ -510,11 +423,9 @@ class LearnerState:
         return dict(whole, scaler=(scaler.state_dict, scaler.load_state_dict) if hasattr(scaler, 'state_dict') else
                     (noop, noop), callbacks=(lambda: {cb.name: cb.state_dict() for cb in self.stateful()},
                     lambda saved: [cb.load_state_dict(saved[cb.name]) for cb in self.stateful()]), **each)
-
     def take(self)->dict:
         "Weights, gradients, optimizer, loss scaler, callbacks' states, Recorder and schedulers' history, trackers, CSV"
         return {k: take() for k,(take,_) in self.parts().items()}
-
     def put_back(self,
         state:dict, # What `take` gave (in a checkpoint)
         source:Path|None=None, # The checkpoint it comes from, for errors; under FSDP 2 the folder whose shards are read
@@ -524,18 +435,15 @@ class LearnerState:
         if self.shards: load_sharded(source, self.learn.model, self.learn.opt)   # (each process reads what it holds)
         for k,(_,put) in self.parts(source).items():
             if state[k] is not None: put(state[k])
-
     def put_back_metrics(self, saved:list):
         "With `train_metrics`, the metrics' running state in the epoch (from `take`'s `recorder`)"
         for recorder,s in zip(self._cbs(Recorder), saved):
             for m,state in zip(recorder.metrics, s['metrics'] or []): vars(m).update(state)
-
     def ended(self, state:dict):
         "The callbacks' states as after the fit `state` was taken at the end of (not of a fit to go on)"
         for cb in self.stateful():
             saved = state['callbacks'][cb.name]
             if isinstance(saved, dict) and saved.get('in_fit'): cb.load_state_dict(dict(saved, in_fit=False))
-
     def configuration(self,
         fit:int, # Which fit of the run
         world_size:int=1, # The processes training
@@ -561,7 +469,6 @@ class LearnerState:
                 'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # at a few points
                              for i,cb in enumerate(scheds) for h,f in cb.scheds.items()},
                 'callbacks': {cb.name: _callback_config(cb) for cb in cbs}}
-
 def _check_callbacks(saved:dict, names:list, path):
     "The callbacks with state are those that wrote the checkpoint (one removed or added during a fit: refused)"
     gone,new = [n for n in saved if n not in names],[n for n in names if n not in saved]
@@ -570,7 +477,6 @@ def _check_callbacks(saved:dict, names:list, path):
                               f'has {names}' + ''.join(f'; {w}: {", ".join(n)}' for w,n in (('missing', gone),
                               ('not in it', new)) if n) + '. A callback removed or added during a fit cannot be '
                               'resumed: resume with the callbacks it had then, or delete it to start afresh.')
-
 def _check_fits(ckpt:dict, differences:list, world_size:int, path:Path):
     "A checkpoint written by this run and configuration (no `differences`), with as many processes; else an error"
     if differences:
@@ -590,17 +496,16 @@ class DataOrder:
     def __init__(self,
         learn, # The `Learner` whose loaders (`learn.dls`), and the process's random generators, are taken
     ): self.learn,self.started,self._skipping = learn,None,Releases()
-
     @staticmethod
     def resumable(dl)->bool:
         "Whether an epoch of `dl` can resume in its middle: a fastai loader, whose order its own generator draws"
         return _order_of(dl)[0] is not None
     def epoch_started(self):
         "Note the random states and the training loader's as an epoch starts: they draw its order"
-        self.started = dict(random=_random_states(), loader=_loader_state(self.learn.dl))
+        self.started = dict(random=get_random_states(), loader=_loader_state(self.learn.dl))
     def take(self, in_epoch:bool)->dict:
         "This process's random states and loaders' states, and with `in_epoch` those its epoch started with"
-        return dict(random=_random_states(), loaders=[_loader_state(dl) for dl in self.learn.dls.loaders],
+        return dict(random=get_random_states(), loaders=[_loader_state(dl) for dl in self.learn.dls.loaders],
                     epoch=self.started if in_epoch else None)
     def put_back(self,
         taken:dict, # What `take` gave (in another process, maybe)
@@ -608,13 +513,12 @@ class DataOrder:
         runner:BatchRunner|None=None, # With `batches`: the runner that counts fastai's batch index from there
     ):
         "The states as `taken`; with `batches`, the epoch's order drawn again as it started, less its first `batches`"
-        learn = self.learn
-        for dl,state in zip(learn.dls.loaders, taken['loaders']): _set_loader_state(dl, state)
-        now = dict(random=taken['random'], loader=_loader_state(learn.dls.train))   # (at an epoch's start, or the end)
+        for dl,state in zip(self.learn.dls.loaders, taken['loaders']): _set_loader_state(dl, state)
+        now = dict(random=taken['random'], loader=_loader_state(self.learn.dls.train))   # (an epoch's start, or end)
         self.started = taken['epoch'] if batches else now   # (else the states the epoch started with)
         _set_random_states(self.started['random'])
         if not batches: return
-        dl,installed = learn.dl,Releases()
+        dl,installed = self.learn.dl,Releases()
         _set_loader_state(dl, self.started['loader'])
         get_idxs = dl.get_idxs   # (the epoch's order drawn again as it started: it skips what was done)
         def skipping_get_idxs():
@@ -628,10 +532,7 @@ class DataOrder:
         installed.replace(dl, 'get_idxs', skipping_get_idxs)
         self._skipping.callback(installed.close)   # (stopped before its epoch was iterated)
         self._skipping.replace(runner, 'skip', batches)
-
-    def release(self):
-        "The loader and the runner as fastai's: every batch of the next epoch, counted from 0"
-        self._skipping.close()
+    def release(self): self._skipping.close()   # (the loader and runner as fastai's: the next epoch whole, from 0)
 
 # %% ../nbs/22_checkpoint.ipynb #74332278
 class PausedCallbacks(Releases):

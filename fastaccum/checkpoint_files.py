@@ -10,7 +10,7 @@ import errno, hashlib, io, numbers, os, shutil, struct, tempfile
 from pathlib import Path
 import torch
 from fastai.optimizer import Optimizer
-from .checks import CheckpointError, check_positive_int, check_bool, check_path
+from .checks import CheckpointError, check_positive_int, check_bool, check_path, _must
 from .distributed import is_fsdp, fsdp_root
 from .sharded import save_sharded, sharded_extra, remove_partial_sharded, _fsync_dir
 
@@ -29,7 +29,6 @@ class _HashingFile:
         try: return self.f.write(b)
         except OSError as e: self.error = e; raise
     def flush(self): self.f.flush()
-
 def _write_failure(path:Path, e:BaseException)->str:
     "What a failed write says: the file, the system's reason, and for a full disk the space left"
     text = str(e).strip()
@@ -41,20 +40,16 @@ def _write_failure(path:Path, e:BaseException)->str:
         message += (f' The disk (or the quota, or the file size limit) is full: {free} in {path.parent}. Free some '
                     'space, or put the checkpoints elsewhere (learn.path, learn.model_dir).')
     return message + ' The checkpoint written before it is left as it was.'
-
 def _file_path(path)->Path:
     return check_path('path', path, 'a checkpoint file', example="learn.path/learn.model_dir/'checkpoint.pth'")
-
 def numbered_path(path:Path, # The newest checkpoint, `{fname}.pth`
                   i:int, # 0 for the newest, 1 for the one before, ...
                  )->Path:
     "The `i`-th newest checkpoint file: `fname.pth`, `fname.1.pth`, `fname.2.pth`, ..."
     path = _file_path(path)
-    if isinstance(i, bool) or not isinstance(i, numbers.Integral) or i < 0:
-        raise ValueError(f'`i` must be an int >= 0 (0 for the newest checkpoint, 1 for the one before, ...), '
-                         f'got {i!r}.')
+    _must(isinstance(i, numbers.Integral) and not isinstance(i, bool) and i >= 0, 'i', i,
+          'must be an int >= 0 (0 for the newest checkpoint, 1 for the one before, ...)')
     return path if i == 0 else path.with_name(f'{path.stem}.{i}{path.suffix}')
-
 def _rotate(path, keep):
     "Shift the kept checkpoints one place older; the newest stays whole at `path` throughout"
     if keep == 1 or not path.exists(): return
@@ -65,7 +60,6 @@ def _rotate(path, keep):
     try: os.link(path, link)
     except OSError: shutil.copy2(path, link)   # a file system without hard links
     os.replace(link, numbered_path(path, 1))
-
 def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
                          path, # Where: `{fname}.pth`
                          keep:int=1, # How many checkpoints to keep: older ones move to `fname.1.pth`, `fname.2.pth`
@@ -87,14 +81,12 @@ def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
     except (OSError, RuntimeError) as e:   # (torch reports a failed write as its RuntimeError: the file has the cause)
         raise CheckpointError(_write_failure(path, hashed.error if hashed is not None and hashed.error else e)) from e
     finally: tmp.unlink(missing_ok=True)
-
 def remove_partial_writes(path, # The newest checkpoint, `{fname}.pth`
                          ):
     "Delete the temporary files that a process killed while writing a checkpoint left beside `path`"
     path = _file_path(path)
     for p in path.parent.glob(f'.{path.name}.*'):
         if p.suffix in ('.tmp', '.link'): p.unlink(missing_ok=True)
-
 def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
                         ):
     "Read a checkpoint onto the CPU, after checking that it is whole (length, checksum); `CheckpointError` if not"
@@ -114,10 +106,9 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
     return torch.load(io.BytesIO(payload), map_location='cpu', weights_only=False)
 
 # %% ../nbs/internals/checkpoint_files.ipynb #829643e9
-_FORMAT = 4   # (4: the Recorder's part one per Recorder, the run's identity hashed from plain values)
+_FORMAT = 5   # (5: fastai's random states; 4: the Recorder's part one per Recorder, the run's identity hashed)
 _CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
                     'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
-
 def _check_contents(ckpt, path):
     "A checkpoint of this version of `TrainingCheckpoint`, or a `CheckpointError` that says what it is"
     fix = 'Delete it to start afresh, or pass another fname.'
@@ -127,14 +118,11 @@ def _check_contents(ckpt, path):
     if not isinstance(ckpt, dict) or ckpt.get('format') != _FORMAT or not _CHECKPOINT_KEYS <= set(ckpt):
         lacks = sorted(_CHECKPOINT_KEYS - set(ckpt)) if isinstance(ckpt, dict) else 'everything'
         raise CheckpointError(f'`{path}` is not a TrainingCheckpoint checkpoint (it lacks {lacks}). {fix}')
-
 def _check_fname(fname)->str:
     "`fname` as a str, if it names a checkpoint in `learn.model_dir`: no folders; else an error naming it"
-    if not isinstance(fname, (str, os.PathLike)) or not str(fname) or Path(fname).name != str(fname):
-        raise ValueError(f'`fname` must be a file name without folders, got {fname!r}. Pass e.g. '
-                         'fname="checkpoint"; the file goes to learn.path/learn.model_dir.')
-    return str(fname)
-
+    ok = isinstance(fname, (str, os.PathLike)) and str(fname) and Path(fname).name == str(fname)
+    return str(_must(ok, 'fname', fname, 'must be a file name without folders',
+                     'Pass e.g. fname="checkpoint"; the file goes to learn.path/learn.model_dir.'))
 def _other_kind(files:CheckpointFiles, k:int):
     "`None` when fit `k` has no checkpoint of the other kind (sharded or not) either; else a `CheckpointError`"
     other,sharded = (files.path(k), False) if files.shards else (files.path(k).with_suffix(''), True)
@@ -149,7 +137,6 @@ def _other_kind(files:CheckpointFiles, k:int):
                           f'checkpoint, {now} now), and this fit is {kinds[1]} ({now} process{"es"*(now != 1)}). '
                           f'Resume it as it was written ({how}), or delete it (or pass resume=False, or another '
                           'fname) to start afresh.')
-
 def _check_sharded_opt(opt):
     "Under FSDP 2, a fastai optimizer (its state is written as shards); else an error that names `opt_func`"
     if isinstance(opt, Optimizer): return
@@ -172,7 +159,6 @@ class CheckpointFiles:
                                  example='learn.path/learn.model_dir')
         self.fname,self.keep = _check_fname(fname),check_positive_int('keep', keep, 'Pass e.g. keep=1.')
         self.shards = check_bool('shards', shards)
-
     @classmethod
     def of(cls, learn, fname:str='checkpoint', keep:int=1)->CheckpointFiles:
         "The files of `learn`'s run `fname`: in `learn.path/learn.model_dir`, folders of shards if FSDP 2 shards it"
@@ -182,12 +168,10 @@ class CheckpointFiles:
                              "with FSDP 2's fully_shard (fastaccum's learn.sharded_ctx), whose shards it saves.")
         if shards: _check_sharded_opt(learn.opt)   # (when the fit starts, not at its first checkpoint)
         return cls(Path(learn.path)/learn.model_dir, fname, keep, shards)
-
     @property
     def first(self)->Path: return self.folder/f'{self.fname}.pth'   # fit 0's file, which names the run
     def path(self, k:int)->Path: return self.first if k == 0 else self.folder/f'{self.fname}.fit{k}.pth'
     def stored(self, k:int)->Path: return self.path(k).with_suffix('') if self.shards else self.path(k)   # (a folder)
-
     def check_writable(self):
         "Find out now, not at the first checkpoint, if the folder cannot be written in"
         try:
@@ -197,7 +181,6 @@ class CheckpointFiles:
             raise CheckpointError(f'TrainingCheckpoint cannot write its checkpoints in {self.folder}: '
                                   f'{e.strerror or e}. Make it writable, or set learn.path (or learn.model_dir) to one '
                                   'that is.') from e
-
     def remove_partial(self, k:int, rank:int=0, world_size:int=1):
         "Delete what writes killed half-way left beside fit `k`'s checkpoint (process 0: the others wait for it)"
         if rank == 0: (remove_partial_sharded if self.shards else remove_partial_writes)(self.stored(k))
@@ -210,7 +193,6 @@ class CheckpointFiles:
         "Write fit `k`'s checkpoint atomically, keeping the `keep` newest"
         if self.shards: save_sharded(self.stored(k), model, opt, extra=payload, keep=self.keep)
         else: save_checkpoint_file(payload, self.stored(k), self.keep)
-
     def read(self, k:int)->dict|None:
         "Fit `k`'s checkpoint (under FSDP 2 all but its shards), whole and of this version; `None` if there is none"
         path = self.stored(k)

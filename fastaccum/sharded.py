@@ -288,10 +288,23 @@ def model_shapes(model:nn.Module)->dict:
     return _shapes(_weights(bare_model(model)))
 
 # %% ../nbs/23_sharded.ipynb #a44b010a
-def _differences(saved:dict, now:dict)->list:   # (What differs between two name -> shape maps, in words)
-    return ([f'{n} {saved[n]} in the checkpoint, {now[n]} now' for n in saved if n in now and saved[n] != now[n]]
-            + [f'{n} only in the checkpoint' for n in saved if n not in now]
-            + [f'{n} only in the model' for n in now if n not in saved])
+def _short(v, exact=False):   # (`v` for a message: floats to 4 significant digits unless `exact`, 80 characters)
+    def fmt(o):
+        if isinstance(o, float): return repr(o) if exact else f'{o:.4g}'
+        if isinstance(o, (list, tuple)): return '[' + ', '.join(map(fmt, o)) + ']'
+        return '{' + ', '.join(f'{k!r}: {fmt(x)}' for k,x in o.items()) + '}' if isinstance(o, dict) else repr(o)
+    s = fmt(v)
+    return s if len(s) <= 80 else s[:77] + '...'
+def _differences(saved:dict, now:dict, prefix:str='')->list:
+    "What differs between a checkpoint's map and now's (a checkpoint's configuration, its shapes), key by key, in words"
+    out = []
+    for k in list(saved) + [k for k in now if k not in saved]:
+        a,b = saved.get(k, '(none)'),now.get(k, '(none)')
+        if isinstance(a, dict) and isinstance(b, dict): out += _differences(a, b, f'{prefix}{k}.')   # (as `a.b`)
+        elif a != b:
+            exact = _short(a) == _short(b)   # (different beyond 4 digits: all of them)
+            out.append(f'{prefix}{k}: {_short(a, exact)} in the checkpoint, {_short(b, exact)} now')
+    return out
 def _refuse(path, differences:list, fix:str):   # (a `CheckpointError` naming the first `differences`, if any)
     if not differences: return
     shown = '; '.join(differences[:4]) + (f'; and {len(differences)-4} more' if len(differences) > 4 else '')
