@@ -204,7 +204,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
     ):
         "Plot the smoothed noise scale at every optimizer step, beside `accum_bs` in use (which it sets, with `adapt`)"
         return _plot_steps(self.history, 'plot_gns', ax)
-
 def _plot_steps(history:list, name:str, ax=None):
     "The smoothed `b_simple` and the batch in use at each step of a noise scale's `history` (`name` plots it)"
     if not history: raise ValueError(f'No fit recorded yet: {name} plots the steps of the last fit.')

@@ -42,7 +42,6 @@ def decay_in_samples(lr:float, # The lr as scheduled, at the reference batch
 # %% ../nbs/17_timescales.ipynb #7a8b2e82
 _STEPS = ('weight_decay', 'l2_reg', 'average_grad', 'average_sqr_grad', 'step_stat', 'sgd_step', 'momentum_step',
           'adam_step', 'radam_step', 'lamb_step', 'rms_prop_step')   # fastai's step functions whose hypers it knows
-
 class OptimizerTimescales:
     "What each hyper-parameter of a fastai `Optimizer` averages over (read from its step functions), and its rule"
     def __init__(self,
@@ -89,7 +88,6 @@ class _PerFit(ScopedCallback, Callback):
         "A state taken in a fit continues it (this fit, or the next); `_take` takes it, or (after a fit) its record"
         if state.get('in_fit') and self.ga is None: self._loaded = state
         else: self._take(state)
-
 class KeepTimescales(_PerFit):
     "Keep the horizons in samples of `mom`, `sqr_mom` (β' = β**(B/B₀)) and decoupled `wd` as the batch B changes"
     order = ParamScheduler.order-1   # after the Recorder and W&B read a step's values, before the schedulers set more
@@ -135,7 +133,6 @@ class KeepTimescales(_PerFit):
 
 # %% ../nbs/17_timescales.ipynb #b965c982
 _PLACE = ('in_use', 'changed_at', 'samples')   # where a warm-up is (a state's, with its decisions)
-
 class BatchSizeWarmup(_PerFit, WindowListener):
     "`accum_bs` grows with the measured critical batch: from the accumulation callback's, never down, to `max_bs`"
     order = ParamScheduler.order-2   # (its `before_train` after the accumulation callback's, which starts the fit)
