@@ -51,7 +51,6 @@ class GradientTaps:
         "A hook on each of `params`: from now on, the backwards heeded (`want`) are kept until `forget`"
         for i,p in enumerate(params): releases.hook(p.register_hook(partial(self._keep, i)))
         self.watching = True
-
     def _keep(self, i, grad):
         if not self.want: return
         if self.pieces: self._sums[i] = grad + self._sums[i] if i in self._sums else grad
@@ -59,7 +58,6 @@ class GradientTaps:
         else:
             norm = torch.linalg.vector_norm(grad, dtype=torch.float32)
             self._grads.append(norm.item() if self.on_cpu else norm)
-
     def norms(self)->list:
         "The norms of the gradient kept since `forget`, one per parameter a backward reached (in no set order)"
         grads = list(self._sums.values()) if self.pieces else self._grads
@@ -71,8 +69,8 @@ def _no_fit()->dict:
     "A noise scale's fields of a fit, none set (as it is made, and in a copy): each fit's training sets them"
     return dict(releases=Releases(), taps=GradientTaps(), _pairs=[], params=[],
                 **dict.fromkeys(('measuring', '_loaded', '_sharded', '_on_cpu'), False),
-                **dict.fromkeys(('learn', '_weighed', '_measured', '_scaler', '_tb', 'scope')))
-
+                **dict.fromkeys(('learn', '_weighed', '_measured', 'scope')))
+_STATE = dict(sqnorm_avg='_sqnorm_avg', trace_avg='_trace_avg', history='history')   # a state's keys, and its fields
 class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvisor):
     "Measure the gradient noise scale B_simple = tr(Σ)/|G|² at each step, from the micro-batches and the window"
     order = MixedPrecision.order+0.5   # after `MixedPrecision` unscales the window's gradient, before `GradientClip`
@@ -92,7 +90,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
             raise ValueError(f'`min_bs={min_bs}` is more than `max_bs={max_bs}`. Pass min_bs <= max_bs.')
         store_attr()
         self.__dict__.update(_no_fit(), history=[], _sqnorm_avg=0., _trace_avg=0.)
-
     def __copy__(self):
         "A copy with the settings and a history of its own, and none of a fit's parts"
         new = object.__new__(type(self))
@@ -111,7 +108,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         "A `b_simple` column for the Recorder (not in `lr_find`), on the fit's scope: it outlives a `remove_cb`"
         if 'lr_finder' not in vars(self.learn): self.scope.releases.replace(
             self.learn, '_metrics', self.learn.metrics + [ValueMetric(self.suggested_bs, 'b_simple')])
-
     def before_train(self):
         "A fit's measure starts (afresh, unless a state was loaded): the accumulation callback found, the taps set"
         learn = self.learn
@@ -128,8 +124,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         at_once = self._on_cpu or ga.plan.world_size > 1 or self._sharded   # (DDP, FSDP: see `GradientTaps`)
         self.taps = GradientTaps(at_once, ga.settings.whole_batch_loss, self._on_cpu)
         if self.every and not self._sharded: self.taps.watch(self.params, self.releases)
-        self._scaler,self._tb = (getattr(learn, n, None) for n in ('scaler', 'tensor_board'))   # (once: slow lookups)
-
     def _new_window(self, *args): self._pairs.clear()   # (started, dropped, or closed whatever the step did)
     window_started = window_dropped = window_closed = _new_window
     def micro_batch_weighed(self, weighed:Weighed):   # (what a micro-batch's pair needs; `lr_find` measures nothing)
@@ -143,7 +137,6 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         if w is None or not self._sharded: return
         if not self.taps.watching: self.taps.watch(fsdp_unsharded_params(self.learn.model), self.releases)
         self.taps.want = self.every or not (w.held or self._pairs)
-
     def after_backward(self):
         "Keep |g|² of the micro-batch, with its size and the factor its gradient carries"
         w = self._weighed
@@ -157,39 +150,17 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         "The squared norm of a gradient from its parameters' norms: a number on the CPU; on a GPU a tensor (read later)"
         return sum(float(n)**2 for n in norms) if self._on_cpu else torch.stack(norms).square().sum()
     def before_step(self):
-        "At the window's step: estimate |G|² and tr(Σ) from each micro-batch against the window (kept if it steps)"
+        "At the window's step: |G|² and tr(Σ) from each micro-batch against the window, averaged (NaN: none paired)"
         w = self._weighed   # (the window's last micro-batch; `None`: a step of no window, nothing to measure)
         if w is None or not self.measuring: return
-        self._measured = (*self._estimate(self._pairs, w), w.size)
-        self._pairs.clear()
-
-    def after_step(self):
-        "The optimizer stepped: the window's estimates go into the moving averages, the `history` and the loggers"
-        if self._measured is None: return
-        (sqnorm,trace,size),self._measured = self._measured,None
-        if math.isfinite(sqnorm) and math.isfinite(trace):   # (else: left out of the averages)
-            b = self.beta
-            self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace
-        self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=size))
-        log_beside_step(self.learn, b_simple=self.b_simple)   # (W&B), and on TensorBoard's step axis:
-        if getattr(self._tb, 'writer', None) is not None:
-            self._tb.writer.add_scalar('b_simple', self.b_simple, self.learn.train_iter)
-
-    def _window_grads(self)->list:
-        "The window's gradient, parameter by parameter: under FSDP the shards this process holds"
-        if not self._sharded: return [p.grad for p in self.params if p.grad is not None]
-        grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]   # (the optimizer holds the shards)
-        return [g.to_local() if hasattr(g, 'to_local') else g for g in grads]
-
-    def _estimate(self, pairs, w:Weighed):
-        "The window's estimates, averaged over its micro-batches (and processes); NaN when none can be made"
         N,summed,world = w.total,w.reduction == 'sum',w.world_size
-        pairs = [] if N is None else [(sq, n, wt) for sq,n,wt in pairs if n < N]   # one micro-batch: no pair
+        pairs = [] if N is None else [(sq, n, wt) for sq,n,wt in self._pairs if n < N]   # one micro-batch: no pair
+        self._pairs.clear()
         # each pair's estimates (`noise_scale_estimates`) are linear in |G|²: g = |G|²a + b, t = |G|²c + d; under
         # FSDP |G|² is the sum of the shards' squared norms over the processes: it travels in the step's one all-reduce
         big,totals = 0.,[0.]*5   # (a, b, c, d, pairs) summed over this process's pairs
         if pairs or (self._sharded and world > 1):
-            scale = self._scaler.get_scale() if self._scaler is not None and self._scaler.is_enabled() else 1.
+            scale = getattr(getattr(self.learn, 'scaler', None), 'get_scale', lambda: 1.)()   # (MixedPrecision's)
             grads = self._window_grads()
             values = [self._squared_norm(torch._foreach_norm(grads)) if grads else 0.] + [sq for sq,*_ in pairs]
             if not self._on_cpu:   # |G|², then each |g|², in one read
@@ -202,26 +173,37 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
             all_big,*totals = all_reduce_sums([big if self._sharded else 0.] + totals, self.params[0].device)
             if self._sharded: big = all_big
         a,b,c,d,k = totals
-        return ((big*a + b)/k, (big*c + d)/k) if k else (float('nan'), float('nan'))
-
+        self._measured = ((big*a + b)/k, (big*c + d)/k, w.size) if k else (math.nan, math.nan, w.size)
+    def after_step(self):
+        "The optimizer stepped: the window's estimates go into the moving averages, the `history` and the loggers"
+        if self._measured is None: return
+        (sqnorm,trace,size),self._measured = self._measured,None
+        if math.isfinite(sqnorm) and math.isfinite(trace):   # (else: left out of the averages)
+            b = self.beta
+            self._sqnorm_avg,self._trace_avg = b*self._sqnorm_avg + (1-b)*sqnorm,b*self._trace_avg + (1-b)*trace
+        self.history.append(dict(grad_sqnorm=sqnorm, trace=trace, b_simple=self.b_simple, accum_bs=size))
+        log_beside_step(self.learn, b_simple=self.b_simple)   # (W&B), and on TensorBoard's step axis:
+        if (tb := getattr(getattr(self.learn, 'tensor_board', None), 'writer', None)) is not None:
+            tb.add_scalar('b_simple', self.b_simple, self.learn.train_iter)
+    def _window_grads(self)->list:
+        "The window's gradient, parameter by parameter: under FSDP the shards this process holds"
+        if not self._sharded: return [p.grad for p in self.params if p.grad is not None]
+        grads = [p.grad for p,*_ in self.learn.opt.all_params(with_grad=True)]   # (the optimizer holds the shards)
+        return [g.to_local() if hasattr(g, 'to_local') else g for g in grads]
     def state_dict(self)->dict:
         "The smoothed estimates and the history; `in_fit`: taken inside a fit (to continue it), else after one"
-        return dict(sqnorm_avg=self._sqnorm_avg, trace_avg=self._trace_avg, history=list(self.history),
-                    in_fit=self.measuring or self._loaded)
+        return dict({k: copy(getattr(self, f)) for k,f in _STATE.items()}, in_fit=self.measuring or self._loaded)
     def load_state_dict(self, state:dict):
         "Take `state` up at once; outside a fit, the next fit (not `lr_find`) continues an in-fit state, not afresh"
-        keys = ['sqnorm_avg', 'trace_avg', 'history']
-        if not isinstance(state, dict) or not set(keys) <= set(state): raise ValueError(f'`state` must be a dict '
-            f'with {keys}, got {state!r:.80}. Pass what GradientNoiseScale.state_dict() returned.')
-        self._sqnorm_avg,self._trace_avg,self.history = state['sqnorm_avg'],state['trace_avg'],list(state['history'])
+        if not isinstance(state, dict) or not set(_STATE) <= set(state): raise ValueError(f'`state` must be a dict '
+            f'with {list(_STATE)}, got {state!r:.80}. Pass what GradientNoiseScale.state_dict() returned.')
+        vars(self).update({f: copy(state[k]) for k,f in _STATE.items()})
         self._loaded = not self.measuring and state.get('in_fit', True)   # (after a fit: the next starts afresh)
-
     def plot_gns(self,
         ax=None, # A matplotlib axis to draw on
     ):
         "Plot the smoothed noise scale at every optimizer step, beside `accum_bs` in use (which it sets, with `adapt`)"
         return _plot_steps(self.history, 'plot_gns', ax)
-
 def _plot_steps(history:list, name:str, ax=None):
     "The smoothed `b_simple` and the batch in use at each step of a noise scale's `history` (`name` plots it)"
     if not history: raise ValueError(f'No fit recorded yet: {name} plots the steps of the last fit.')

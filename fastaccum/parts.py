@@ -28,7 +28,6 @@ class Releases:
     def callback(self, fn, *args, **kwargs):
         "Call `fn(*args, **kwargs)` on `close`"
         self.undos.append((self.owner, fn, args, kwargs))
-        return fn
     def replace(self, obj, name:str, value):
         "Set `obj.name = value` on the instance (past fastai's checks), to be put back as it was on `close`"
         self.callback(_put_back, obj, name, name in vars(obj), vars(obj).get(name))
@@ -37,7 +36,6 @@ class Releases:
     def hook(self, handle):
         "Remove the hook `handle` (what `register_hook` and its kin return) on `close`"
         self.callback(handle.remove)
-        return handle
     def close(self):
         "Undo every install (a part's view: its owner's), last first; each undo runs, the first error is raised after"
         undos,error,i = self.undos,None,len(self.undos)
@@ -87,15 +85,14 @@ class Listeners:
     "A fit's window listeners, each event's handlers in a list of their own (`window_started`, ... `window_dropped`)"
     def __init__(self, parts=()):
         self.parts = list(parts)   # (any iterable: read once)
-        for e in _EVENTS: setattr(self, e, [h for p in self.parts if (h := _handler(p, e)) is not None])
+        for e in _EVENTS: setattr(self, e, [getattr(p, e) for p in self.parts if _handles(p, e)])
     def tell(self, event:str, *args):
         "Call each handler of `event` with `args`"
         for handler in getattr(self, event): handler(*args)
-def _handler(part, event):
-    "`part`'s handler of `event` if it handles it: it defines it (on its class, or itself), and (if it says) wants it"
-    handler,wants = getattr(part, event),getattr(part, 'wants', None)
-    if getattr(handler, '__func__', handler) is getattr(WindowListener, event): return None
-    return handler if wants is None or wants(event) else None
+def _handles(part, event)->bool:
+    "Whether `part` handles `event`: it defines it (on its class, or itself), and (if it says) wants it"
+    defined = event in vars(part) or getattr(type(part), event) is not getattr(WindowListener, event)
+    return defined and getattr(part, 'wants', lambda event: True)(event)
 
 # %% ../nbs/42_parts.ipynb #4054bbfb
 def find_cb(learn, cls:type):
@@ -124,7 +121,9 @@ class FitScope:
         self.fit,self.releases,self.phase,self.n_steps,self._step,self._ends = fit,Releases(),STARTING,0,None,[]
         self._skip,self.learn = None,weakref.ref(learn)   # (a batch whose step is skipped; the Learner, not kept alive)
         _SCOPES.setdefault(learn, []).append(self)
-        if fit: self.releases.replace(learn, '_do_fit', self._run(learn._do_fit))
+        if fit:   # (the fit's `_do_fit` runs its epochs; in a fit in a fit, not through the outer fit's phases)
+            self._do_fit = getattr(learn._do_fit, 'replaced', learn._do_fit)
+            self.releases.replace(learn, '_do_fit', _Installed(self._epochs, self._do_fit))
     @classmethod
     def of(cls, learn:Learner)->FitScope|None:
         "The Learner's innermost open scope (`None`: no fit runs, and no context opened one)"
@@ -156,14 +155,10 @@ class FitScope:
     def _counted_step(self):
         skip,self._skip = self._skip,None
         if skip is None or self.learn().xb is not skip: self._step(); self.n_steps += 1
-    def _run(self, do_fit):
-        "The fit's `_do_fit`: its epochs, between the fit's own `before_fit` and `after_fit`"
-        if isinstance(do_fit, _Installed): do_fit = do_fit.replaced   # (a fit in a fit: not the outer fit's phases)
-        def _do_fit():
-            self.phase = RUNNING
-            try: do_fit()
-            finally: self.phase = ENDING
-        return _Installed(_do_fit, do_fit)
+    def _epochs(self):   # (between the fit's own `before_fit` and `after_fit`)
+        self.phase = RUNNING
+        try: self._do_fit()
+        finally: self.phase = ENDING
 
 # %% ../nbs/42_parts.ipynb #e4e7d53d
 _fastai_fit = getattr(Learner.fit, '__wrapped__', Learner.fit)

@@ -6,8 +6,8 @@ Docs: https://fastaccum.github.io/fastaccum/timescales.html.md"""
 
 # %% ../nbs/17_timescales.ipynb #df593ca7
 from __future__ import annotations
-import math, warnings
-from fastcore.basics import store_attr, patch
+import copy, math, warnings
+from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer, Lookahead
@@ -42,7 +42,6 @@ def decay_in_samples(lr:float, # The lr as scheduled, at the reference batch
 # %% ../nbs/17_timescales.ipynb #7a8b2e82
 _STEPS = ('weight_decay', 'l2_reg', 'average_grad', 'average_sqr_grad', 'step_stat', 'sgd_step', 'momentum_step',
           'adam_step', 'radam_step', 'lamb_step', 'rms_prop_step')   # fastai's step functions whose hypers it knows
-
 class OptimizerTimescales:
     "What each hyper-parameter of a fastai `Optimizer` averages over (read from its step functions), and its rule"
     def __init__(self,
@@ -58,9 +57,8 @@ class OptimizerTimescales:
         average = steps.get('average_grad')
         self.mom,self.sqr_mom,self.decoupled = average is not None,'average_sqr_grad' in steps,'weight_decay' in steps
         self.damped = self.mom and bool(getattr(average, 'keywords', {}).get('dampening', False))
-        on = dict(lr=self.mom and not self.damped, mom=self.mom, sqr_mom=self.sqr_mom, wd=self.decoupled)
-        self.names = [n for n,v in on.items() if v]   # the hyper-parameters the rules may change
-
+        self.names = [n for n,v in dict(lr=self.mom and not self.damped, mom=self.mom, sqr_mom=self.sqr_mom,
+                                        wd=self.decoupled).items() if v]   # the hyper-parameters the rules may change
     def adjusted(self,
         hypers:dict, # A parameter group's hyper-parameters as the step's schedulers (and `lr_scale`) set them
         ratio:float, # The batch in use over the reference batch
@@ -86,14 +84,10 @@ class _PerFit(ScopedCallback, Callback):
         if self.ga is None and 'lr_finder' not in vars(self.learn):
             self._start(self.learn, self._loaded)
             self._loaded = None   # (kept if the partners were refused)
-
     def load_state_dict(self, state:dict):
-        "A state taken in a fit continues it (this fit, or the next: `_take`); one taken after a fit: `_finished`"
-        if not state.get('in_fit'): self._finished(state)
-        elif self.ga is None: self._loaded = state
+        "A state taken in a fit continues it (this fit, or the next); `_take` takes it, or (after a fit) its record"
+        if state.get('in_fit') and self.ga is None: self._loaded = state
         else: self._take(state)
-    def _finished(self, state): "A state taken after a fit: nothing to continue"
-
 class KeepTimescales(_PerFit):
     "Keep the horizons in samples of `mom`, `sqr_mom` (β' = β**(B/B₀)) and decoupled `wd` as the batch B changes"
     order = ParamScheduler.order-1   # after the Recorder and W&B read a step's values, before the schedulers set more
@@ -118,35 +112,27 @@ class KeepTimescales(_PerFit):
         ga = self.ga
         if ga is None or ga.in_use == self.in_fit_reference: return   # (the values as they are)
         ratio,factor = ga.in_use/self.in_fit_reference,1. if ga.hypers is None else ga.hypers.factor(ga.in_use)
-        self._set = []
-        for h in self.learn.opt.hypers:
-            new = self.rules.adjusted(h, ratio, factor)
-            self._set.append((h, {k: (h[k], v) for k,v in new.items()}))
-            h.update(new)
-
+        self._set = [(h, {k: (h[k], v) for k,v in self.rules.adjusted(h, ratio, factor).items()})
+                     for h in self.learn.opt.hypers]
+        for h,changed in self._set: h.update({k: mine for k,(_,mine) in changed.items()})
     def after_batch(self):
         "Log the step's values beside its lr (the Recorder's `kept_hps`), then put back those the schedulers set"
         recorder = self._recorder
         if self.ga is not None and recorder is not None and recorder.run_train and self.training:
             for name,values in recorder.kept_hps.items(): values.append(self.learn.opt.hypers[-1][name])
         self._restore()
-
     def _restore(self):
         "Each value set back to what it was, unless someone set it since (then theirs stays)"
-        for h,changed in self._set or []:
-            for k,(old,mine) in changed.items():
-                if h.get(k) is mine: h[k] = old
+        for h,changed in self._set or []: h.update({k: old for k,(old,mine) in changed.items() if h.get(k) is mine})
         self._set = None
     before_batch = after_train = after_cancel_train = _restore   # (`before_batch`: a step an exception ended)
     def state_dict(self)->dict:
         "For a checkpoint: the reference batch and the Recorder's values; `in_fit`: taken inside a fit (to continue it)"
-        kept = getattr(self._recorder, 'kept_hps', None)
         return dict(reference=self.in_fit_reference, in_fit=self.ga is not None,
-                    kept_hps=None if kept is None else {k: list(v) for k,v in kept.items()})
+                    kept_hps=copy.deepcopy(getattr(self._recorder, 'kept_hps', None)))
 
 # %% ../nbs/17_timescales.ipynb #b965c982
 _PLACE = ('in_use', 'changed_at', 'samples')   # where a warm-up is (a state's, with its decisions)
-
 class BatchSizeWarmup(_PerFit, WindowListener):
     "`accum_bs` grows with the measured critical batch: from the accumulation callback's, never down, to `max_bs`"
     order = ParamScheduler.order-2   # (its `before_train` after the accumulation callback's, which starts the fit)
@@ -159,14 +145,12 @@ class BatchSizeWarmup(_PerFit, WindowListener):
         check_positive_int('min_steps', min_steps, 'Pass the optimizer steps between changes, e.g. min_steps=10.')
         check_choice('grow', grow, ('double', 'suggestion'))
         store_attr()
-        self.noise,self.noise_history,self._replaced = None,[],None   # (`_replaced`: the policy it replaced, for a fit)
+        self.noise,self._replaced = None,None   # (`_replaced`: the policy it replaced, for a fit)
         self._take(dict(in_use=None, changed_at=0, samples=0, history=[]))
-
     def _release(self):
         "Let go of the partners; removed mid-fit, the accumulation callback gets back the policy this one replaced"
         if self.ga is not None and self.ga.policy is self: self.ga.policy = self._replaced
-        self.ga = self.noise = self._replaced = None
-
+        self.ga = self._replaced = None   # (the noise scale stays: `plot_warmup` draws its history of the last fit)
     def _start(self, learn, loaded):
         "The accumulation callback follows this warm-up (a loaded state continues), with the noise scale's measure"
         ga,noise = find_cb(learn, GradientAccumulation),find_cb(learn, GradientNoiseScale)
@@ -182,8 +166,6 @@ class BatchSizeWarmup(_PerFit, WindowListener):
             "lr_scale='sqrt' (Adam) or 'linear' (SGD) to GradientAccumulation to scale it with the batch.")
         self._take(loaded or dict(in_use=ga.in_use, changed_at=0, samples=0, history=[]))
         self._replaced,ga.policy,self.ga,self.noise = ga.policy,self,ga,noise   # (the fit's policy: this one's `size`)
-        self.noise_history = noise.history   # (the fit's steps, as the noise scale records them: for `plot_warmup`)
-
     def size(self, position:float, plan)->int:
         "The batch of the window that starts now (`position` not read): the one in use, or grown by the rule when due"
         ga,now = self.ga,self.in_use
@@ -202,19 +184,15 @@ class BatchSizeWarmup(_PerFit, WindowListener):
     def state_dict(self)->dict:
         "The batch in use, the step it was set at, the samples and the decisions; `in_fit`: taken inside a fit"
         return dict({k: getattr(self, k) for k in _PLACE}, history=list(self.history), in_fit=self.ga is not None)
-    def _take(self, state:dict, keys=_PLACE):
-        "The warm-up where `state` says (`_finished`, a state after a fit: only its decisions)"
-        vars(self).update({k: state[k] for k in keys}, history=list(state['history']))
-    def _finished(self, state): self._take(state, keys=())
-
-# %% ../nbs/17_timescales.ipynb #0dbce180
-@patch
-def plot_warmup(self:BatchSizeWarmup,
-    ax=None, # A matplotlib axis to draw on
-):
-    "The smoothed noise scale and the batch in use at each optimizer step, each decision marked"
-    ax = _plot_steps(self.noise_history, 'plot_warmup', ax)
-    ax.scatter([h['step'] for h in self.history], [h['accum_bs'] for h in self.history], c='k', zorder=3,
-               label='warm-up decision')
-    ax.set_yscale('log'); ax.legend()
-    return ax
+    def _take(self, state:dict):
+        "The warm-up where `state` says (a state taken after a fit: only its decisions)"
+        vars(self).update({k: state[k] for k in _PLACE if state.get('in_fit', True)}, history=list(state['history']))
+    def plot_warmup(self,
+        ax=None, # A matplotlib axis to draw on
+    ):
+        "The smoothed noise scale and the batch in use at each optimizer step, each decision marked"
+        ax = _plot_steps(getattr(self.noise, 'history', []), 'plot_warmup', ax)
+        ax.scatter([h['step'] for h in self.history], [h['accum_bs'] for h in self.history], c='k', zorder=3,
+                   label='warm-up decision')
+        ax.set_yscale('log'); ax.legend()
+        return ax
