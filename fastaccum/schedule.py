@@ -187,7 +187,7 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
     def wants(self, event): return 'lr_finder' not in vars(self.learn)   # (its `history` listens, not in `lr_find`)
     def window_closed(self, window):
         "Each step's (position, scheduled value, value in use) goes to `history`"
-        position = self.window_position()   # (the fraction of training samples done when the window started)
+        position = self.places.fraction(window.start)   # (the fraction of training samples done when it started)
         self.history.append((position, self.policy.scheduled(position), self.in_use))
     def after_fit(self):
         super().after_fit()
