@@ -602,12 +602,8 @@ class WindowEnd:
         self.sync.close(window, total, learn.opt, learn.loss_grad.device)   # (its gradient rescaled for the mean)
         learn._with_events(learn._step, 'step', (CancelStepException, CancelBatchException))
         self.close(mb, in_use, zero=True)
-    def close(self,
-        mb:MicroBatch, # The micro-batch that stepped (or whose step was skipped)
-        in_use:int, # The window's batch size
-        zero:bool=False, # Its gradient goes now (fastai's `zero_grad` did not run)
-    ):
-        "After the step: place the next step, the loggers log it, the listeners are told; empty the window"
+    def close(self, mb:MicroBatch, in_use:int, zero:bool=False):
+        "After `mb`'s step (`zero`: its gradient goes now): the next step placed, logged, the listeners told; emptied"
         window,loggers = self.window,self.loggers
         if zero:
             mb.phase = DONE
@@ -618,11 +614,8 @@ class WindowEnd:
         if loggers.counters: loggers.count_steps(self.scope.n_steps)
         if self.listeners.window_closed: self.listeners.tell('window_closed', window)
         window.reset()
-    def drop(self,
-        mb:MicroBatch|None, # The current micro-batch (`None`: none)
-        share:float|None=None, # In a micro-batch the loggers do not see, its share of a loader batch; `None`: they run
-    ):
-        "The window will not step: none of its gradient stays, nothing of it counts; the listeners are told, if open"
+    def drop(self, mb:MicroBatch|None, share:float|None=None):
+        "No step: no gradient stays, nothing counts, the listeners are told (`share`: of a silenced micro-batch)"
         window = self.window
         unfinished = mb is not None and mb.phase != DONE   # (a finished micro-batch was told of already)
         if window.held or (unfinished and (mb.ran or mb.phase == WEIGHED)): self.sync.zero_grad(self.learn)
