@@ -130,7 +130,7 @@ class AccumSettings:
         runner = fit_runner(learn, plan, self.micro_batch_size, found_bs or self.max_micro_batch_size, self.tune,
                             self.whole_batch_loss, batchnorm, sync, redo_window, releases, count)
         listening = Listeners([loggers, *norms, *([] if runner is None else [runner]),
-                               *(cb for cb in learn.cbs if isinstance(cb, WindowListener))])
+                               *[cb for cb in learn.cbs if isinstance(cb, WindowListener)]])
         return FitParts(window, sync, loggers, hypers, counter, runner, StepPlaces(plan), policy, size, listening)
     def prepare(self, learn, setting:SizeSetting, found_bs:int|None, releases:Releases, count:Callable|None=None):
         "Inference in pieces too, with `micro_batch_size`; for a fit, check the Learner, give `lr_find` its epochs"
@@ -282,10 +282,9 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         "Check the Learner, and prepare its callbacks for a fit in windows"
         self.settings.prepare(self.learn, self.fixed, self.found_bs, self.releases, self.count_samples)
     def before_train(self):
-        "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
+        "Start the fit as its training starts (processes and loaders set up by then); `after_train` emptied the window"
         if self.plan is None: self._start_fit()
         else: self.places.last = None   # (the epoch's first step is placed from its start: `FitPlan.step_position`)
-        self.window.reset()
         if self.runner is not None: self.runner.start_epoch()
     def after_train(self):
         "A window that never stepped (dropped, cancelled, the epoch cut short) leaves no gradient behind"
