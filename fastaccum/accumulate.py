@@ -30,7 +30,7 @@ from .batchnorm import fit_batchnorm, WindowBatchNorm
 
 # %% auto #0
 __all__ = ['LR_SCALES', 'AccumSettings', 'FitParts', 'SizeSetting', 'GradientAccumulation', 'check_one_accumulator', 'MicroBatch',
-           'StepHypers', 'ItemCounter', 'StepPlaces']
+           'StepHypers', 'ItemCounter', 'StepPlaces', 'WindowEnd']
 
 # %% ../nbs/10_accumulate.ipynb #36d6c660
 _COUNTER = 'count_items=lambda learn: (learn.yb[0] != -100).sum()'   # (an example for the messages)
@@ -129,8 +129,8 @@ class AccumSettings:
         batchnorm = next((p for p in norms if isinstance(p, WindowBatchNorm)), None)
         runner = fit_runner(learn, plan, self.micro_batch_size, found_bs or self.max_micro_batch_size, self.tune,
                             self.whole_batch_loss, batchnorm, sync, redo_window, releases, count)
-        listening = [loggers, *norms, *([] if runner is None else [runner])]
-        listening += [cb for cb in learn.cbs if isinstance(cb, WindowListener)]
+        listening = Listeners([loggers, *norms, *([] if runner is None else [runner]),
+                               *[cb for cb in learn.cbs if isinstance(cb, WindowListener)]])
         return FitParts(window, sync, loggers, hypers, counter, runner, StepPlaces(plan), policy, size, listening)
     def prepare(self, learn, setting:SizeSetting, found_bs:int|None, releases:Releases, count:Callable|None=None):
         "Inference in pieces too, with `micro_batch_size`; for a fit, check the Learner, give `lr_find` its epochs"
@@ -160,7 +160,7 @@ class FitParts(NamedTuple):
     places:StepPlaces # Where each step is in training
     policy:object # Who decides each window's batch size: the setting, a schedule, the noise scale (`size(pos, plan)`)
     size:int|None # The first window's batch size
-    listening:list # Those of them, BatchNorm's statistics and the Learner's `WindowListener`s: the window's listeners
+    listeners:Listeners # Those of them, BatchNorm's statistics and the Learner's `WindowListener`s: the window's
     def state(self,
         training:bool, # Taken in training (then the epoch's next step follows the last one's place)
     )->dict:
@@ -181,9 +181,10 @@ class FitParts(NamedTuple):
         if hypers is not None and state['lr_reference'] is not None:
             hypers.reference,hypers.unscaled = state['lr_reference'],state['unscaled_lrs']
 
-_NO_PARTS = FitParts(*[None]*9, [])   # (outside a fit: a state has no part's share)
+_NO_PARTS = FitParts(*[None]*10)   # (outside a fit: a state has no part's share)
 # the callback's fields for a fit's parts, set as training starts (`None` outside a fit, and in a copy)
-_FIT_PARTS = ('plan', 'policy', 'parts', 'window', 'mb', 'runner', 'places', 'sync', 'loggers', 'hypers', 'counter')
+_FIT_PARTS = ('plan', 'policy', 'parts', 'window', 'mb', 'runner', 'places', 'sync', 'loggers', 'hypers', 'counter',
+              'end')
 def _no_fit()->dict: return dict(releases=Releases(), listeners=Listeners(), scope=None, **dict.fromkeys(_FIT_PARTS))
 
 # %% ../nbs/10_accumulate.ipynb #fed82581
@@ -272,9 +273,6 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
     def step_position(self)->float:
         "The place in training of the current window's step (or the last one's): the large batch's `pct_train` there"
         return self.places.at if self.places.at is not None else self.places.place(self.window.start, self.in_use)
-    def window_position(self)->float:
-        "The fraction of training samples done when the window started (fastai's `pct_train` if the loader cannot tell)"
-        return self.places.fraction(self.window.start)
     def count_samples(self)->int:
         "Samples in the micro-batch: the first dimension of its first target (`find_bs`); override for other layouts"
         yb = self.learn.yb
@@ -284,19 +282,15 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         "Check the Learner, and prepare its callbacks for a fit in windows"
         self.settings.prepare(self.learn, self.fixed, self.found_bs, self.releases, self.count_samples)
     def before_train(self):
-        "Start the fit when its training starts (the processes and loaders are set up by then), and each epoch empty"
+        "Start the fit as its training starts (processes and loaders set up by then); `after_train` emptied the window"
         if self.plan is None: self._start_fit()
         else: self.places.last = None   # (the epoch's first step is placed from its start: `FitPlan.step_position`)
-        self.window.reset()
         if self.runner is not None: self.runner.start_epoch()
     def after_train(self):
         "A window that never stepped (dropped, cancelled, the epoch cut short) leaves no gradient behind"
         if self.plan is None: return   # training cancelled before this callback's `before_train`
-        mb = self._stepped()
-        if mb is not None and mb.phase == STEPPED:   # cancelled in `after_step`: the step counts; its gradient goes
-            mb.phase = DONE
-            self.sync.zero_grad(self.learn)
-            self._close_window(mb)
+        mb = self._stepped()   # (cancelled in `after_step`: the step counts; its gradient goes)
+        if mb is not None and mb.phase == STEPPED: self.end.close(mb, self.in_use, zero=True)
         self._drop_window(quiet=False)
         self.sync.release()
         if self.hypers is not None: self.hypers.restore()
@@ -312,7 +306,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         last,offset,share = _WHOLE if self.runner is None else self.runner.piece   # (inline: every micro-batch)
         if not window.held:   # a window starts: its size from the policy (at the fraction of training done, if it asks)
             window.start = (learn.epoch, learn.iter, offset, learn.pct_train)
-            position = None if isinstance(policy, FixedBatchSize) else self.window_position()
+            position = None if isinstance(policy, FixedBatchSize) else self.places.fraction(window.start)
             self.in_use = size = policy.size(position, plan)
             window.open(size if plan.by_items else size//plan.world_size, window.start)
             if self.hypers is not None: self.places.at = self.places.place(window.start, size)   # (read at its step)
@@ -339,15 +333,13 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         # the hook weighs the gradient and tells its backward ran (not needed at weight 1, alone); `grad_fn` read if so
         mb.phase,mb.hooked = WEIGHED,isinstance(mb.weight, torch.Tensor) or mb.weight != 1 or bool(window.held)
         if mb.hooked and (grad_fn := learn.loss_grad.grad_fn) is not None: grad_fn.register_prehook(mb.weigh)
-        if self.listeners.micro_batch_weighed: self.listeners.tell('micro_batch_weighed', Weighed(mb.items, mb.weight,
-            bool(window.held), window.total if mb.plan == STEP else None, window.reduction, self.plan.world_size,
-            self.in_use))
+        if self.listeners.micro_batch_weighed: self.listeners.tell('micro_batch_weighed', Weighed(mb.items,
+            mb.weight, bool(window.held), window.total, window.reduction, self.plan.world_size, self.in_use))
     def after_cancel_backward(self):
         if self.mb is not None and self.mb.phase == WEIGHED: self.mb.phase = PLANNED   # (its backward did not run)
     def before_step(self):
         "Skip the step (and `zero_grad`) inside a window; the last micro-batch steps with the large batch's hypers"
-        mb = self.mb
-        if mb is None: return   # (joined the Learner during this micro-batch: fastai runs it)
+        if (mb := self.mb) is None: return   # (joined the Learner during this micro-batch: fastai runs it)
         if mb.phase == WEIGHED and not mb.hooked: mb.phase = RAN
         if mb.plan != STEP or mb.phase != RAN: raise CancelBatchException()
         if self.sync.manual: self.sync.average(self.learn.opt, self.learn.loss_grad.device)
@@ -364,8 +356,7 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         if self.mb is not None: self.mb.phase = STEP_CANCELLED if self.mb.ran else ZEROED   # (not ran: a guard's)
     def after_cancel_batch(self):
         "Cancelled after its step, fastai skips `zero_grad`; cancelled after an unhooked backward, its gradient tells"
-        mb = self._stepped()
-        if mb is None: return
+        if (mb := self._stepped()) is None: return
         if mb.phase in (STEPPED, STEP_CANCELLED, ZEROED): self.sync.zero_grad(self.learn)
         elif mb.phase == WEIGHED and not mb.hooked and _has_gradient(self.learn.model): mb.phase = RAN
     def after_batch(self):
@@ -373,74 +364,44 @@ class GradientAccumulation(ScopedCallback, BatchCallback):
         mb,window = self.mb,self.window
         if self.plan is None: return   # (joined the Learner during this micro-batch: fastai ran it)
         if mb is None or mb.phase == DONE:   # cancelled before this callback saw it: nothing ran
-            self.mb = None
-            if window.held and self._ends_epoch(): return self._step_kept(MicroBatch(0, 0, 0, STEP, self._piece()[2]))
-            return self.loggers.after_micro_batch(self._piece()[2])
+            last,_,share = self._piece()   # (an epoch's last: its window steps on what it kept, `before_step` lets it)
+            self.mb = MicroBatch(0, 0, 0, STEP, share) if self.end.steps_kept(last) else None
+            if self.mb is None: return self.loggers.after_micro_batch(share)
+            return self.end.step_kept(self.mb, self.in_use)
         if mb.phase == ZEROED or mb.phase == STEP_CANCELLED and mb.plan != STEP: return self._drop_window()   # (zeroed)
         kept,stepped = mb.phase in _RAN,mb.phase in (STEPPED, STEP_CANCELLED)
         mb.phase = DONE   # (kept until the next micro-batch: `will_step` holds through every callback's `after_batch`)
         if kept: window.add(mb.n, mb.items, None if stepped and not window.held or not self.loggers.per_step else
                             self.learn.loss.detach(), mb.amount)   # (alone in its window: its loss is the window's)
         if self.listeners.micro_batch_done: self.listeners.tell('micro_batch_done', kept)
-        if stepped: self._close_window(mb)
-        elif mb.plan == STEP and window.held and self._ends_epoch(): self._step_kept(mb)   # (its step cancelled)
+        if stepped: self.end.close(mb, self.in_use)
+        elif mb.plan == STEP and self.end.steps_kept(self._piece()[0]): self.end.step_kept(mb, self.in_use)
         else: self.loggers.after_micro_batch(mb.share, kept=kept)
-    def _ends_epoch(self)->bool:
-        "The epoch's last micro-batch, unless `drop_last` (or in processes whose DDP would average at its backward)"
-        plan,learn = self.plan,self.learn
-        return not plan.drop_last and (plan.world_size == 1 or self.sync.manual) and learn.iter == learn.n_iter-1 \
-               and self._piece()[0]
-    def _step_kept(self, mb):
-        "The epoch's last micro-batch did not step: its window steps on what it kept, through fastai's step events"
-        learn,self.mb,mb.phase = self.learn,mb,RAN   # (`before_step` lets it through, at the step's hyper-parameters)
-        total = check_count('count_items', self.window.items, _COUNT_ITEMS_FIX)   # (a count on a device: read here)
-        self.sync.close(self.window, total, learn.opt, learn.loss_grad.device)   # (its gradient rescaled for the mean)
-        learn._with_events(learn._step, 'step', (CancelStepException, CancelBatchException))   # (either: not stepped)
-        mb.phase = DONE
-        self.sync.zero_grad(learn)
-        self._close_window(mb)
-    def _close_window(self, mb):
-        "After the step (or its skipping): place the next step, the loggers log it, the listeners are told; empty it"
-        window,loggers = self.window,self.loggers
-        if self.places.at is not None: self.places.stepped(window.start, self.in_use)   # (the next step's place)
-        if loggers.per_step and window.losses: self.learn.loss = window.mean_loss()   # (the window's, logged)
-        if mb.share != 1: loggers.after_micro_batch(mb.share, steps=True)   # (a whole loader batch: nothing to do)
-        if loggers.counters: loggers.count_steps(self.scope.n_steps)   # (in a fit: the scope's count)
-        if self.listeners.window_closed: self.listeners.tell('window_closed', window)
-        window.reset()
     def _drop_window(self, quiet:bool=True):
-        "The window will not step: no gradient of it stays, nothing of it is counted; the listeners are told, if open"
-        mb,window = self.mb,self.window   # (`quiet`: in a micro-batch the loggers do not see; else they run again)
-        unfinished = mb is not None and mb.phase != DONE   # (a finished micro-batch was told of already)
-        if window.held or (unfinished and (mb.ran or mb.phase == WEIGHED)): self.sync.zero_grad(self.learn)
-        if unfinished: self.listeners.tell('micro_batch_done', False)
-        if window.held or unfinished: self.listeners.tell('window_dropped')   # (after an epoch's last step: nothing)
-        window.reset()
+        "The window will not step (`quiet`: in a micro-batch the loggers do not see; else they run again)"
+        self.end.drop(self.mb, self._piece()[2] if quiet else None)
         self.mb = None
-        if quiet: self.loggers.after_micro_batch(self._piece()[2])
-        else: self.loggers.show()
     def _start_fit(self):
         "Read the plan, once, then build the fit's parts from it; every install goes on the fit's `Releases`"
         learn,pending = self.learn,self._pending
         if self.scope is None: self.join_scope()   # (added in the middle of a fit: its installs go on the fit's scope)
         plan = self.settings.read_plan(learn, self.found_bs, pending)
-        redo = partial(self._drop_window, quiet=False)   # (a window the runner undoes, out of memory)
-        self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases, redo,
-                                                 self.count_samples)
+        self.parts = parts = self.settings.build(learn, plan, self.fixed, self.found_bs, self.releases,
+                                                 partial(self._drop_window, quiet=False), self.count_samples)
         self.window,self.sync,self.loggers,self.hypers,self.counter,self.runner,self.places,self.policy,size,_ = parts
-        self.plan,self.in_use,self.listeners = plan,size,Listeners(parts.listening)
+        self.plan,self.in_use,self.listeners = plan,size,parts.listeners
+        self.end = WindowEnd(learn, plan, parts, self.scope)   # (how its windows end: step, log, drop)
         self.scope.count_steps()   # (the optimizer's steps, counted by the fit's scope: a micro-batch knows it stepped)
         self.scope.ending(self._release)   # (a fit an exception ended: released as the scope closes, before its undos)
         if pending is not None and 'lr_finder' not in vars(learn): self._take_up(pending)
         self.loggers.count_steps(self.n_steps)
     def _release(self):
         "Leave the Learner as fastai leaves it: no gradient of an unfinished window, everything installed undone"
-        learn,mb = self.learn,self.mb
-        during_batch = mb is not None and mb.phase in _BEFORE_STEP and learn.training and fit_running(learn)
+        in_batch = getattr(self.mb, 'phase', None) in _BEFORE_STEP and self.learn.training and fit_running(self.learn)
         if self.plan is not None: self.after_train()   # (a fit refused as it started has nothing to drop)
         ended = self.__getstate__()   # (as pickled: the fit's steps and the split size found kept, none of its parts)
         self.releases.close()
-        if during_batch: self.scope.skip_step(learn.xb)   # (removed by a callback: fastai's step would step on nothing)
+        if in_batch: self.scope.skip_step(self.learn.xb)   # (removed by a callback: fastai's step steps on nothing)
         self.__dict__.update(ended)
     def state_dict(self)->dict:
         "What resuming at a step boundary needs (the state given to `load_state_dict`, until a fit takes it up)"
@@ -616,3 +577,50 @@ class StepPlaces:
     def stepped(self, start:tuple, size:int):
         "The window of `size` at `start` stepped at `at`: the next step of the epoch is placed from it"
         self.last = (self.at, start[0], self._done(start), size)
+
+# %% ../nbs/10_accumulate.ipynb #b7c2e9f4
+class WindowEnd:
+    "How a window ends: it steps (its next step placed, logged, the listeners told), or is dropped (no gradient stays)"
+    def __init__(self,
+        learn, # The `Learner`
+        plan:FitPlan, # The fit's plan
+        parts:FitParts, # The fit's parts (its window, sync, loggers and step places)
+        scope, # The fit's `FitScope` (it counts the optimizer's steps)
+    ):
+        store_attr('learn,plan,scope')
+        self.window,self.sync,self.loggers,self.places,self.listeners = parts[:3]+(parts.places, parts.listeners)
+    def steps_kept(self, last:bool)->bool:
+        "Whether the window steps on what it holds: the epoch's `last` micro-batch did not step (not with `drop_last`)"
+        plan,learn = self.plan,self.learn   # (nor in processes whose DDP would average at its backward)
+        return bool(self.window.held) and not plan.drop_last and (plan.world_size == 1 or self.sync.manual) \
+               and learn.iter == learn.n_iter-1 and last
+    def step_kept(self, mb:MicroBatch, in_use:int):
+        "The window steps on what it kept, through fastai's step events (either cancel: not stepped), then closes"
+        learn,window,mb.phase = self.learn,self.window,RAN   # (the callback's `mb`: its `before_step` lets it through)
+        total = check_count('count_items', window.items, _COUNT_ITEMS_FIX)   # (a count on a device: read here)
+        self.sync.close(window, total, learn.opt, learn.loss_grad.device)   # (its gradient rescaled for the mean)
+        learn._with_events(learn._step, 'step', (CancelStepException, CancelBatchException))
+        self.close(mb, in_use, zero=True)
+    def close(self, mb:MicroBatch, in_use:int, zero:bool=False):
+        "After `mb`'s step (`zero`: its gradient goes now): the next step placed, logged, the listeners told; emptied"
+        window,loggers = self.window,self.loggers
+        if zero:
+            mb.phase = DONE
+            self.sync.zero_grad(self.learn)
+        if self.places.at is not None: self.places.stepped(window.start, in_use)   # (the next step's place)
+        if loggers.per_step and window.losses: self.learn.loss = window.mean_loss()   # (the window's, logged)
+        if mb.share != 1: loggers.after_micro_batch(mb.share, steps=True)   # (a whole loader batch: nothing to do)
+        if loggers.counters: loggers.count_steps(self.scope.n_steps)
+        if self.listeners.window_closed: self.listeners.tell('window_closed', window)
+        window.reset()
+    def drop(self, mb:MicroBatch|None, share:float|None=None):
+        "No step: no gradient stays, nothing counts, the listeners are told (`share`: of a silenced micro-batch)"
+        window = self.window
+        unfinished = mb is not None and mb.phase != DONE   # (a finished micro-batch was told of already)
+        if window.held or (unfinished and (mb.ran or mb.phase == WEIGHED)): self.sync.zero_grad(self.learn)
+        if unfinished: self.listeners.tell('micro_batch_done', False)
+        if window.held or unfinished: self.listeners.tell('window_dropped')   # (after an epoch's last step: nothing)
+        window.reset()
+        if share is None: self.loggers.show()
+        else: self.loggers.after_micro_batch(share)
+

@@ -187,7 +187,7 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
     def wants(self, event): return 'lr_finder' not in vars(self.learn)   # (its `history` listens, not in `lr_find`)
     def window_closed(self, window):
         "Each step's (position, scheduled value, value in use) goes to `history`"
-        position = self.window_position()   # (the fraction of training samples done when the window started)
+        position = self.places.fraction(window.start)   # (the fraction of training samples done when it started)
         self.history.append((position, self.policy.scheduled(position), self.in_use))
     def after_fit(self):
         super().after_fit()
@@ -199,9 +199,8 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
 
     def state_dict(self)->dict:
         "`GradientAccumulation`'s, with the schedule's records (its `history`, and the Recorder's `accum_bs`)"
-        if self.plan is None and self._pending is not None: return dict(self._pending)
-        return dict(super().state_dict(), history=list(self.history),
-                    recorder_accum_bs=list(getattr(self._recorder, 'accum_bs', [])))
+        records = dict(history=list(self.history), recorder_accum_bs=list(getattr(self._recorder, 'accum_bs', [])))
+        return dict(records, **super().state_dict())   # (a state held for the next fit: its own records)
 
     def load_state_dict(self, state:dict):
         "`GradientAccumulation`'s; the state a finished fit left brings its `history` back at once"
