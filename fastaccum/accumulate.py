@@ -591,9 +591,13 @@ class WindowEnd:
         self.window,self.sync,self.loggers,self.places,self.listeners = parts[:3]+(parts.places, parts.listeners)
     def steps_kept(self, last:bool)->bool:
         "Whether the window steps on what it holds: the epoch's `last` micro-batch did not step (not with `drop_last`)"
-        plan,learn = self.plan,self.learn   # (nor in processes whose DDP would average at its backward)
-        return bool(self.window.held) and not plan.drop_last and (plan.world_size == 1 or self.sync.manual) \
-               and learn.iter == learn.n_iter-1 and last
+        plan,learn = self.plan,self.learn
+        if not (self.window.held and not plan.drop_last and learn.iter == learn.n_iter-1 and last): return False
+        if plan.world_size == 1 or self.sync.manual: return True
+        warnings.warn(f"The epoch's last micro-batch did not step: its window's {self.window.samples} samples are "
+                      "dropped, as DDP averages a window's gradient at its last backward, which did not run. Pass "
+                      "drop_last=True to drop an epoch's last window always, or cancel before the epoch's last one.")
+        return False
     def step_kept(self, mb:MicroBatch, in_use:int):
         "The window steps on what it kept, through fastai's step events (either cancel: not stepped), then closes"
         learn,window,mb.phase = self.learn,self.window,RAN   # (the callback's `mb`: its `before_step` lets it through)
