@@ -12,7 +12,7 @@ import torch
 from fastai.optimizer import Optimizer
 from .checks import CheckpointError, check_positive_int, check_bool, check_path, _must
 from .distributed import is_fsdp, fsdp_root
-from .sharded import save_sharded, sharded_extra, remove_partial_sharded, _fsync_dir
+from .sharded import save_sharded, sharded_extra, remove_partial_sharded, _fix, _fsync_dir, _group
 
 # %% auto #0
 __all__ = ['numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'load_checkpoint_file', 'CheckpointFiles']
@@ -91,9 +91,7 @@ def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
                         ):
     "Read a checkpoint onto the CPU, after checking that it is whole (length, checksum); `CheckpointError` if not"
     path = _file_path(path)
-    older = numbered_path(path, 1)
-    fix = (f'Resume from the previous one (rename {older.name} to {path.name}), or delete it' if older.exists() else
-           'Delete it') + ' to start afresh, or pass resume=False.'
+    fix = _fix(path, numbered_path(path, 1))
     data = path.read_bytes()
     mark,digest,n = _TRAILER.unpack_from(data, len(data)-_TRAILER.size) if len(data) >= _TRAILER.size else (b'',)*3
     if mark != _MAGIC:
@@ -128,8 +126,7 @@ def _other_kind(files:CheckpointFiles, k:int):
     other,sharded = (files.path(k), False) if files.shards else (files.path(k).with_suffix(''), True)
     if not (other/'fastaccum.pt' if sharded else other).is_file(): return None
     wrote = (sharded_extra(other) if sharded else load_checkpoint_file(other))['config']['world size']
-    started = torch.distributed.is_available() and torch.distributed.is_initialized()
-    now = torch.distributed.get_world_size() if started else 1
+    now = _group()[1]
     how = (f'inside learn.sharded_ctx(), launched with torchrun --nproc_per_node {wrote}' if sharded else
            f'under distrib_ctx, launched with torchrun --nproc_per_node {wrote}' if wrote > 1 else 'in one process')
     kinds = ('sharded with FSDP 2', 'not sharded')[::1 if sharded else -1]

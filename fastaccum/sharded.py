@@ -176,14 +176,13 @@ def _shared(f, names)->dict:
     return {n: x for found in every for n,x in found.items()}
 def _sha(file:Path)->str:
     with open(file, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
-def _fix(path:Path)->str:   # (What to do about a damaged checkpoint at `path`)
-    older = older_sharded(path, 1)
+def _fix(path:Path, older:Path|None=None)->str:   # (what to do about a damaged `path`; `older`: the one before)
+    older = older or older_sharded(path, 1)
     return (f'Resume from the previous one (rename {older.name} to {path.name}), or delete it' if older.exists() else
             'Delete it') + ' to start afresh (or pass resume=False).'
 def _check_digests(path:Path, digests:dict):
     "Every file of the checkpoint at `path` as it was written (each process checks its share); else a `CheckpointError`"
-    same = _shared(lambda n: (path/n).is_file() and _sha(path/n) == digests[n], digests)
-    bad = [n for n,ok in same.items() if not ok]
+    bad = [n for n,x in _shared(lambda n: (path/n).is_file() and _sha(path/n) == digests[n], digests).items() if not x]
     if bad: raise CheckpointError(f'`{path/bad[0]}` is damaged or missing: its contents do not match the checksum '
                                   f'written with the sharded checkpoint `{path}`. {_fix(path)}')
 def _write_manifest(folder:Path, manifest:dict):
