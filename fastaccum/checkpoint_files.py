@@ -20,7 +20,6 @@ __all__ = ['numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'lo
 # %% ../nbs/internals/checkpoint_files.ipynb #e78e6462
 _MAGIC = b'fastaccum-ckpt-1'
 _TRAILER = struct.Struct('<16s32sQ')   # after the payload: a mark, the payload's SHA-256, its length
-
 class _HashingFile:
     "A file that hashes and counts what `torch.save` writes to it, and keeps a failed write's error (torch hides it)"
     def __init__(self, f): self.f,self.sha,self.n,self.error = f,hashlib.sha256(),0,None
@@ -79,16 +78,14 @@ def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except (OSError, RuntimeError) as e:   # (torch reports a failed write as its RuntimeError: the file has the cause)
-        raise CheckpointError(_write_failure(path, hashed.error if hashed is not None and hashed.error else e)) from e
+        raise CheckpointError(_write_failure(path, getattr(hashed, 'error', None) or e)) from e
     finally: tmp.unlink(missing_ok=True)
-def remove_partial_writes(path, # The newest checkpoint, `{fname}.pth`
-                         ):
-    "Delete the temporary files that a process killed while writing a checkpoint left beside `path`"
+def remove_partial_writes(path):
+    "Delete the temporary files that a process killed while writing a checkpoint left beside `path` (`{fname}.pth`)"
     path = _file_path(path)
     for p in path.parent.glob(f'.{path.name}.*'):
         if p.suffix in ('.tmp', '.link'): p.unlink(missing_ok=True)
-def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
-                        ):
+def load_checkpoint_file(path):
     "Read a checkpoint onto the CPU, after checking that it is whole (length, checksum); `CheckpointError` if not"
     path = _file_path(path)
     fix = _fix(path, numbered_path(path, 1))
@@ -108,7 +105,7 @@ _FORMAT = 5   # (5: fastai's random states; 4: the Recorder's part one per Recor
 _CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
                     'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
 def _check_contents(ckpt, path):
-    "A checkpoint of this version of `TrainingCheckpoint`, or a `CheckpointError` that says what it is"
+    "`ckpt` if a checkpoint of this version of `TrainingCheckpoint`, else a `CheckpointError` that says what it is"
     fix = 'Delete it to start afresh, or pass another fname.'
     if isinstance(ckpt, dict) and ckpt.get('format') not in (None, _FORMAT) and 'config' in ckpt:
         raise CheckpointError(f'`{path}` was written by another version of fastaccum (checkpoint format '
@@ -116,6 +113,7 @@ def _check_contents(ckpt, path):
     if not isinstance(ckpt, dict) or ckpt.get('format') != _FORMAT or not _CHECKPOINT_KEYS <= set(ckpt):
         lacks = sorted(_CHECKPOINT_KEYS - set(ckpt)) if isinstance(ckpt, dict) else 'everything'
         raise CheckpointError(f'`{path}` is not a TrainingCheckpoint checkpoint (it lacks {lacks}). {fix}')
+    return ckpt
 def _check_fname(fname)->str:
     "`fname` as a str, if it names a checkpoint in `learn.model_dir`: no folders; else an error naming it"
     ok = isinstance(fname, (str, os.PathLike)) and str(fname) and Path(fname).name == str(fname)
@@ -194,6 +192,4 @@ class CheckpointFiles:
         "Fit `k`'s checkpoint (under FSDP 2 all but its shards), whole and of this version; `None` if there is none"
         path = self.stored(k)
         if not path.exists(): return _other_kind(self, k)   # (`None`, or a refusal of the other kind's checkpoint)
-        ckpt = sharded_extra(path) if self.shards else load_checkpoint_file(path)
-        _check_contents(ckpt, path)
-        return ckpt
+        return _check_contents(sharded_extra(path) if self.shards else load_checkpoint_file(path), path)
