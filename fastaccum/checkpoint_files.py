@@ -12,7 +12,7 @@ import torch
 from fastai.optimizer import Optimizer
 from .checks import CheckpointError, check_positive_int, check_bool, check_path, _must
 from .distributed import is_fsdp, fsdp_root
-from .sharded import save_sharded, sharded_extra, remove_partial_sharded, _fsync_dir
+from .sharded import save_sharded, sharded_extra, remove_partial_sharded, _fix, _fsync_dir, _group
 
 # %% auto #0
 __all__ = ['numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'load_checkpoint_file', 'CheckpointFiles']
@@ -20,7 +20,6 @@ __all__ = ['numbered_path', 'save_checkpoint_file', 'remove_partial_writes', 'lo
 # %% ../nbs/internals/checkpoint_files.ipynb #e78e6462
 _MAGIC = b'fastaccum-ckpt-1'
 _TRAILER = struct.Struct('<16s32sQ')   # after the payload: a mark, the payload's SHA-256, its length
-
 class _HashingFile:
     "A file that hashes and counts what `torch.save` writes to it, and keeps a failed write's error (torch hides it)"
     def __init__(self, f): self.f,self.sha,self.n,self.error = f,hashlib.sha256(),0,None
@@ -79,21 +78,17 @@ def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except (OSError, RuntimeError) as e:   # (torch reports a failed write as its RuntimeError: the file has the cause)
-        raise CheckpointError(_write_failure(path, hashed.error if hashed is not None and hashed.error else e)) from e
+        raise CheckpointError(_write_failure(path, getattr(hashed, 'error', None) or e)) from e
     finally: tmp.unlink(missing_ok=True)
-def remove_partial_writes(path, # The newest checkpoint, `{fname}.pth`
-                         ):
-    "Delete the temporary files that a process killed while writing a checkpoint left beside `path`"
+def remove_partial_writes(path):
+    "Delete the temporary files that a process killed while writing a checkpoint left beside `path` (`{fname}.pth`)"
     path = _file_path(path)
     for p in path.parent.glob(f'.{path.name}.*'):
         if p.suffix in ('.tmp', '.link'): p.unlink(missing_ok=True)
-def load_checkpoint_file(path, # A file written by `save_checkpoint_file`
-                        ):
+def load_checkpoint_file(path):
     "Read a checkpoint onto the CPU, after checking that it is whole (length, checksum); `CheckpointError` if not"
     path = _file_path(path)
-    older = numbered_path(path, 1)
-    fix = (f'Resume from the previous one (rename {older.name} to {path.name}), or delete it' if older.exists() else
-           'Delete it') + ' to start afresh, or pass resume=False.'
+    fix = _fix(path, numbered_path(path, 1))
     data = path.read_bytes()
     mark,digest,n = _TRAILER.unpack_from(data, len(data)-_TRAILER.size) if len(data) >= _TRAILER.size else (b'',)*3
     if mark != _MAGIC:
@@ -110,7 +105,7 @@ _FORMAT = 5   # (5: fastai's random states; 4: the Recorder's part one per Recor
 _CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
                     'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
 def _check_contents(ckpt, path):
-    "A checkpoint of this version of `TrainingCheckpoint`, or a `CheckpointError` that says what it is"
+    "`ckpt` if a checkpoint of this version of `TrainingCheckpoint`, else a `CheckpointError` that says what it is"
     fix = 'Delete it to start afresh, or pass another fname.'
     if isinstance(ckpt, dict) and ckpt.get('format') not in (None, _FORMAT) and 'config' in ckpt:
         raise CheckpointError(f'`{path}` was written by another version of fastaccum (checkpoint format '
@@ -118,6 +113,7 @@ def _check_contents(ckpt, path):
     if not isinstance(ckpt, dict) or ckpt.get('format') != _FORMAT or not _CHECKPOINT_KEYS <= set(ckpt):
         lacks = sorted(_CHECKPOINT_KEYS - set(ckpt)) if isinstance(ckpt, dict) else 'everything'
         raise CheckpointError(f'`{path}` is not a TrainingCheckpoint checkpoint (it lacks {lacks}). {fix}')
+    return ckpt
 def _check_fname(fname)->str:
     "`fname` as a str, if it names a checkpoint in `learn.model_dir`: no folders; else an error naming it"
     ok = isinstance(fname, (str, os.PathLike)) and str(fname) and Path(fname).name == str(fname)
@@ -128,8 +124,7 @@ def _other_kind(files:CheckpointFiles, k:int):
     other,sharded = (files.path(k), False) if files.shards else (files.path(k).with_suffix(''), True)
     if not (other/'fastaccum.pt' if sharded else other).is_file(): return None
     wrote = (sharded_extra(other) if sharded else load_checkpoint_file(other))['config']['world size']
-    started = torch.distributed.is_available() and torch.distributed.is_initialized()
-    now = torch.distributed.get_world_size() if started else 1
+    now = _group()[1]
     how = (f'inside learn.sharded_ctx(), launched with torchrun --nproc_per_node {wrote}' if sharded else
            f'under distrib_ctx, launched with torchrun --nproc_per_node {wrote}' if wrote > 1 else 'in one process')
     kinds = ('sharded with FSDP 2', 'not sharded')[::1 if sharded else -1]
@@ -197,6 +192,4 @@ class CheckpointFiles:
         "Fit `k`'s checkpoint (under FSDP 2 all but its shards), whole and of this version; `None` if there is none"
         path = self.stored(k)
         if not path.exists(): return _other_kind(self, k)   # (`None`, or a refusal of the other kind's checkpoint)
-        ckpt = sharded_extra(path) if self.shards else load_checkpoint_file(path)
-        _check_contents(ckpt, path)
-        return ckpt
+        return _check_contents(sharded_extra(path) if self.shards else load_checkpoint_file(path), path)

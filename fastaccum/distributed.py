@@ -76,7 +76,6 @@ def fsdp_unsharded_params(model)->list:
 class OutOfMemoryElsewhere(RuntimeError):
     "Another process ran out of memory in this window: under DDP every process runs it again, at the same smaller size"
     def __init__(self, message:str='Another process ran out of memory in this window.'): super().__init__(message)
-
 class WindowSync:
     "How `model`'s gradients and counts meet across `world_size` processes: DDP's all-reduce (or FSDP's) held a window"
     def __init__(self, model, world_size:int=1, manual:bool=False):
@@ -105,8 +104,8 @@ class WindowSync:
         "Close `window` (its last backward next) on its `total` items over the processes; rescale the gradient it holds"
         factor = window.close(self.sum(total, device) if self.world_size > 1 else total, self.world_size)
         if factor == 1 or not window.held: return
-        if self.per_window: grads = fsdp_held_gradients(self.sharded)   # FSDP's unsharded ones, once per window
-        else: grads = [p.grad for p,*_ in opt.all_params(with_grad=True)]
+        grads = (fsdp_held_gradients(self.sharded) if self.per_window   # (FSDP's unsharded ones, once per window)
+                 else [p.grad for p,*_ in opt.all_params(with_grad=True)])
         if grads: torch._foreach_mul_(grads, factor)
     def zero_grad(self, learn):
         "Drop the window's gradient: fastai's `zero_grad` (the model's, with no optimizer yet), and FSDP's held one"

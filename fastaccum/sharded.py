@@ -43,7 +43,6 @@ def _innermost_first(model, done:dict|None=None)->list:
 def _started()->bool: return torch.distributed.is_available() and torch.distributed.is_initialized()
 def _group()->tuple:   # (this process's rank and the number of processes: 0 and 1 without a process group)
     return (torch.distributed.get_rank(), torch.distributed.get_world_size()) if _started() else (0, 1)
-
 def shard_model(model:nn.Module, # The model, sharded in place
                 blocks=None, # Module types (a type or a tuple) or a function `blocks(module) -> bool`: the FSDP units
                 reduce:str='micro_batch', # When a window's gradients are reduce-scattered: 'micro_batch' or 'window'
@@ -86,7 +85,6 @@ def _join_group()->torch.device:
         if device.type == 'cuda': torch.cuda.set_device(device)
         torch.distributed.init_process_group('cuda:nccl,cpu:gloo' if device.type == 'cuda' else 'gloo')
     return device
-
 @patch
 @contextlib.contextmanager
 def sharded_ctx(self:Learner, blocks=None, reduce:str='micro_batch', # `blocks`, `reduce`: as `shard_model`'s
@@ -176,14 +174,13 @@ def _shared(f, names)->dict:
     return {n: x for found in every for n,x in found.items()}
 def _sha(file:Path)->str:
     with open(file, 'rb') as f: return hashlib.file_digest(f, 'sha256').hexdigest()
-def _fix(path:Path)->str:   # (What to do about a damaged checkpoint at `path`)
-    older = older_sharded(path, 1)
+def _fix(path:Path, older:Path|None=None)->str:   # (what to do about a damaged `path`; `older`: the one before)
+    older = older or older_sharded(path, 1)
     return (f'Resume from the previous one (rename {older.name} to {path.name}), or delete it' if older.exists() else
             'Delete it') + ' to start afresh (or pass resume=False).'
 def _check_digests(path:Path, digests:dict):
     "Every file of the checkpoint at `path` as it was written (each process checks its share); else a `CheckpointError`"
-    same = _shared(lambda n: (path/n).is_file() and _sha(path/n) == digests[n], digests)
-    bad = [n for n,ok in same.items() if not ok]
+    bad = [n for n,x in _shared(lambda n: (path/n).is_file() and _sha(path/n) == digests[n], digests).items() if not x]
     if bad: raise CheckpointError(f'`{path/bad[0]}` is damaged or missing: its contents do not match the checksum '
                                   f'written with the sharded checkpoint `{path}`. {_fix(path)}')
 def _write_manifest(folder:Path, manifest:dict):
@@ -195,7 +192,6 @@ def _write_manifest(folder:Path, manifest:dict):
     data = buf.getvalue()
     with open(folder/_MANIFEST, 'wb') as f:
         f.write(data + _MARK + hashlib.sha256(data).digest()); f.flush(); os.fsync(f.fileno())
-
 def _manifest(path)->tuple:
     "The whole checkpoint at `path` (or set aside beside it, see above) and its description; else a `CheckpointError`"
     path = _folder(path)
@@ -228,7 +224,6 @@ def _weights(model)->dict:
 def _shapes(tensors:dict)->dict: return {k: list(v.shape) for k,v in tensors.items()}
 def _own_buffers(model, weights:dict)->dict:   # (BatchNorm's statistics: each process's own under FSDP, not sharded)
     return {n: b for n,b in model.named_buffers() if n in weights}
-
 def _opt_parts(model, opt)->tuple:
     "The optimizer's tensors (for the distributed checkpoint) and its description (for the manifest), by parameter"
     _must(isinstance(opt, Optimizer), 'opt', type(opt).__name__, 'must be a fastai Optimizer (SGD, Adam, RAdam, ...)',
@@ -241,7 +236,6 @@ def _opt_parts(model, opt)->tuple:
     steps = [getattr(getattr(f, 'func', f), '__name__', type(f).__name__) for f in opt.cbs]   # (partials by name)
     return tensors,dict(kind=[type(opt).__name__] + steps, groups=[[names[id(p)] for p in g] for g in opt.param_lists],
                         hypers=deepcopy(opt.hypers), rest=rest, shapes=shapes)
-
 def _temporary(path:Path)->Path:
     "A temporary folder beside `path`, the same for every process (process 0 clears what killed writes left first)"
     token = [uuid.uuid4().hex[:12]]
@@ -250,7 +244,6 @@ def _temporary(path:Path)->Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_partial_sharded(path)
     return path.with_name(f'.{path.name}.{token[0]}.tmp')
-
 def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
                  model:nn.Module, # The model: sharded with `fully_shard` (each process writes its shards), or not
                  opt:Optimizer|None=None, # A fastai optimizer, whose state is saved with the weights
@@ -268,8 +261,7 @@ def save_sharded(path, # The checkpoint's folder (written whole, or not at all)
     if opt is not None: state['opt'],manifest['optimizer'] = _opt_parts(model, opt)
     try:
         _single(dcp.save, state, tmp)   # each process its shards; process 0 the layout (`.metadata`)
-        _write_manifest(tmp, manifest)
-        if _started(): torch.distributed.barrier()
+        _write_manifest(tmp, manifest)   # (its all-gather: every process's shards written, before process 0 publishes)
         if rank == 0: _publish(tmp, path, keep)
         if _started(): torch.distributed.barrier()
     except (OSError, CheckpointException) as e:   # a full disk, a folder not writable: a clear error; else as it is
@@ -309,7 +301,6 @@ def _refuse(path, differences:list, fix:str):   # (a `CheckpointError` naming th
     if not differences: return
     shown = '; '.join(differences[:4]) + (f'; and {len(differences)-4} more' if len(differences) > 4 else '')
     raise CheckpointError(f'`{path}` was written by another configuration: {shown}. {fix}')
-
 def _opt_target(path, model, opt, saved)->dict:
     "Tensors for the optimizer's state to be read into (each as the checkpoint holds it), once its layout is checked"
     if saved is None: raise CheckpointError(f'`{path}` holds no optimizer state (it was saved with opt=None). '
@@ -324,10 +315,9 @@ def _opt_target(path, model, opt, saved)->dict:
                 'Freeze (or split) the model as when it was written.')
     params = dict(model.named_parameters())
     def like(p, shape, dtype):   # (sharded as the parameter is, where it has the shape)
-        if list(p.shape) == shape: return torch.zeros_like(p, dtype=getattr(torch, dtype))
-        return torch.zeros(shape, dtype=getattr(torch, dtype), device=p.device)
-    return {n: {k: like(params[n], *sd) for k,sd in ts.items()} for n,ts in saved['shapes'].items()}
-
+        if list(p.shape) == shape: return torch.zeros_like(p, dtype=dtype)
+        return torch.zeros(shape, dtype=dtype, device=p.device)
+    return {n: {k: like(params[n], s, getattr(torch, d)) for k,(s,d) in ts.items()} for n,ts in saved['shapes'].items()}
 def load_sharded(path, # A checkpoint's folder, written by `save_sharded` (with any number of processes)
                  model:nn.Module, # The model to load the weights into: sharded over any number of processes, or not
                  opt:Optimizer|None=None, # A fastai optimizer of the same kind, over the same parameters
