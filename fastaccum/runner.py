@@ -332,11 +332,6 @@ def _trials(size:int)->list:   # (`tune`'s sizes: `size` to warm up (its time re
     return [size, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
 
 # %% ../nbs/43_runner.ipynb #b70a133b
-def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
-def _set_rng_state(state):
-    torch.set_rng_state(state[0])
-    if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
-
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
     def __init__(self, runner:BatchRunner, batchnorm=None):   # (`batchnorm`: the fit's `WindowBatchNorm`)
@@ -348,10 +343,10 @@ class WholeBatchLoss:
         model,outs,inputs,self.chunks = self.runner.learn.model,[],[],[]
         with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else nullcontext()):
             for start,k in pieces(n, self.runner.size):
-                self.chunks.append((start, k, _rng_state()))
+                self.chunks.append((start, k, get_random_states()))
                 inputs.append(slice_batch(xb, n, start, start+k))
                 outs.append(model(*inputs[-1]))
-        self.after_first,whole = _rng_state(),concat_outputs(outs, [k for _,k,_ in self.chunks], inputs)
+        self.after_first,whole = get_random_states(),concat_outputs(outs, [k for _,k,_ in self.chunks], inputs)
         tensors = _tensors(whole)
         self.per_sample = [len(outs) > 1 and t is not o for t,o in zip(tensors, _tensors(outs[0]))]
         self.leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
@@ -367,7 +362,7 @@ class WholeBatchLoss:
         sync_model,autocast = no_sync_model(learn.model),_autocast(learn) or nullcontext()
         try:
             for j,(start,k,state) in enumerate(self.chunks):
-                _set_rng_state(state)   # the same dropout masks as the first pass
+                set_random_states(**state)   # the same dropout masks as the first pass
                 if self.batchnorm is not None: self.batchnorm.new_piece()
                 with sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext():
                     with autocast: outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
@@ -379,5 +374,5 @@ class WholeBatchLoss:
             if is_out_of_memory(e): modify_exception(e, '(whole_batch_loss: the second pass keeps the graph of '
                                                      f'{self.chunks[0][1]} samples. Pass a smaller micro_batch_size.)')
             raise
-        finally: _set_rng_state(self.after_first)
+        finally: set_random_states(**self.after_first)
         self.leaves,self.chunks = None,[]
