@@ -158,10 +158,10 @@ class AdaptiveBatchSize:
     "`suggestion()` (NaN: none yet, `base`'s size) rounded, in `lo`..`hi`, at least `min_units` micro-batches each"
     def __init__(self, base, suggestion:Callable, lo:int|None=None, hi:int|None=None, min_units:int=2):
         _must(callable(suggestion), 'suggestion', suggestion, 'must be callable', 'Pass suggestion() -> a batch size.')
-        for name,value in (('lo', lo), ('hi', hi)): check_optional_int(name, value, 'Pass a batch size, or None.')
+        self.base,self.suggestion = base,suggestion
+        self.lo,self.hi = (check_optional_int(k, v, 'Pass a batch size, or None.') for k,v in (('lo', lo), ('hi', hi)))
         if None not in (lo, hi) and lo > hi: raise ValueError(f'`lo={lo}` is more than `hi={hi}`. Pass lo <= hi.')
-        check_positive_int('min_units', min_units, 'Pass the least micro-batches of every process, e.g. 2.')
-        self.base,self.suggestion,self.lo,self.hi,self.min_units = base,suggestion,lo,hi,min_units
+        self.min_units = check_positive_int('min_units', min_units, 'Pass the least micro-batches per process, e.g. 2.')
 
     def size(self, position:float, plan:FitPlan)->int:
         "The suggestion by `plan`'s rounding rule, at least `min_units` micro-batches, within `lo`..`hi`"
