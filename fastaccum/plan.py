@@ -14,15 +14,14 @@ from itertools import accumulate
 from typing import Callable
 import math, warnings
 from .window import STEP, plan_epoch, whole_units
-from .checks import check_positive_int, check_optional_int, check_bool, check_choice
+from .checks import check_positive_int, check_optional_int, check_bool, check_choice, _must, _real
 from .loaders import loader_bs, epoch_sizes
 from .distributed import ddp_world_size
 
 # %% ../nbs/41_plan.ipynb #72e05341
 def split_sizes(n:int, size:int)->list:
     "The fewest micro-batches of at most `size` samples that hold the `n` of a loader batch, as even as possible"
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f'`n` must be an int >= 0, got {n!r}: the samples of the batch.')
+    _must(_real(n, int) and n >= 0, 'n', n, 'must be an int >= 0', 'Pass the samples of the batch.')
     k = -(-n//check_positive_int('size', size, 'Pass the largest micro-batch, e.g. size=16.'))
     return [n//k + 1]*(n%k) + [n//k]*(k - n%k) if k else []
 
@@ -47,8 +46,8 @@ class FitPlan:
         check_bool('by_items', self.by_items); check_bool('drop_last', self.drop_last)
         check_choice('reduction', self.reduction, ('mean', 'sum'))
         bs,split,sizes = self.loader_bs,self.split,self.loader_sizes
-        if sizes is not None and not (isinstance(sizes, tuple) and all(type(s) is int and s >= 0 for s in sizes)):
-            raise ValueError(f'`loader_sizes` must be a tuple of ints >= 0 (the samples per batch), got {sizes!r}.')
+        _must(sizes is None or isinstance(sizes, tuple) and all(type(s) is int and s >= 0 for s in sizes),
+              'loader_sizes', sizes, 'must be a tuple of ints >= 0', 'Pass the samples of each batch, or None.')
         # per process: the unit (48 split at 20 runs as 16, 16, 16), an epoch's pieces, its samples; `step_unit`: all
         unit = split or bs if split is None or bs is None else split_sizes(bs, split)[0]
         pieces = sizes if sizes is None or split is None else tuple(s for n in sizes for s in split_sizes(n, split))
@@ -158,12 +157,11 @@ class FixedBatchSize:
 class AdaptiveBatchSize:
     "`suggestion()` (NaN: none yet, `base`'s size) rounded, in `lo`..`hi`, at least `min_units` micro-batches each"
     def __init__(self, base, suggestion:Callable, lo:int|None=None, hi:int|None=None, min_units:int=2):
-        if not callable(suggestion):
-            raise ValueError(f'`suggestion` must be callable: suggestion() -> a batch size, got {suggestion!r}.')
-        for name,value in (('lo', lo), ('hi', hi)): check_optional_int(name, value, 'Pass a batch size, or None.')
+        _must(callable(suggestion), 'suggestion', suggestion, 'must be callable', 'Pass suggestion() -> a batch size.')
+        self.base,self.suggestion = base,suggestion
+        self.lo,self.hi = (check_optional_int(k, v, 'Pass a batch size, or None.') for k,v in (('lo', lo), ('hi', hi)))
         if None not in (lo, hi) and lo > hi: raise ValueError(f'`lo={lo}` is more than `hi={hi}`. Pass lo <= hi.')
-        check_positive_int('min_units', min_units, 'Pass the least micro-batches of every process, e.g. 2.')
-        self.base,self.suggestion,self.lo,self.hi,self.min_units = base,suggestion,lo,hi,min_units
+        self.min_units = check_positive_int('min_units', min_units, 'Pass the least micro-batches per process, e.g. 2.')
 
     def size(self, position:float, plan:FitPlan)->int:
         "The suggestion by `plan`'s rounding rule, at least `min_units` micro-batches, within `lo`..`hi`"

@@ -12,7 +12,7 @@ from itertools import accumulate
 from fastai.basics import *
 from fastai.callback.schedule import ParamScheduler
 from .plan import split_sizes
-from .checks import check_positive_int, check_optional_int, check_bool, private
+from .checks import check_positive_int, check_optional_int, check_bool, private, _must
 from .parts import WindowListener, Releases
 from .distributed import all_reduce_sums, ddp_world_size, no_sync_model, OutOfMemoryElsewhere
 from .integrations import log_beside_step
@@ -68,8 +68,7 @@ def _joined(join, outputs:list):   # (Alike `outputs` rebuilt as the first's typ
 
 def concat_outputs(outputs:list, sizes:list|None=None, inputs:list|None=None):
     "The `outputs` of consecutive pieces (of `sizes` samples, from `inputs`) joined along the batch"
-    if not isinstance(outputs, (list, tuple)) or not outputs:
-        raise ValueError(f"concat_outputs: `outputs` must be a non-empty list of the pieces' outputs, got {outputs!r}.")
+    _must(isinstance(outputs, (list, tuple)) and outputs, 'outputs', outputs, "must be a non-empty list (the pieces')")
     if sizes is not None and len(sizes) != len(outputs): raise ValueError(
         f'concat_outputs: `sizes` gives {len(sizes)} pieces for {len(outputs)} outputs. Pass each piece\'s samples.')
     same_inputs = lambda: inputs is not None and all(torch.equal(s, t) for i in inputs[1:]
@@ -138,8 +137,7 @@ class BatchRunner(WindowListener):
             check_optional_int(name, value, 'Pass the largest piece in samples, or None for whole batches.')
         check_bool('auto', auto); check_bool('tune', tune)
         if tune and size is None: raise ValueError('`tune=True` times `size` and below: pass size=..., the largest.')
-        if whole is not None and not isinstance(whole, WholeBatchLoss):
-            raise ValueError(f'`whole` must be a WholeBatchLoss (GradCache\'s two passes) or None, got {whole!r}.')
+        _must(whole is None or isinstance(whole, WholeBatchLoss), 'whole', whole, 'must be a WholeBatchLoss or None')
         store_attr('learn,size,auto,infer_size,whole,sync,on_redo,count')
         self.skip,self.told,self.stateful = 0,None,stateful_module(learn.model)
         self.found,self.how = None,{}   # the size `auto` or `tune` found in this fit, and how (told once settled)
@@ -298,8 +296,7 @@ def fit_runner(learn, plan, micro_batch_size:int|str|None, remembered:int|None=N
     fixed = None if micro_batch_size == 'auto' else check_positive_int('micro_batch_size', micro_batch_size,
                                                                        "Pass the largest micro-batch, or 'auto'.")
     check_optional_int('remembered', remembered, 'Pass the size to start from, or None.')
-    if not isinstance(releases, Releases):
-        raise ValueError(f"`releases` must be the fit's Releases, got {releases!r}: the runner is installed on it.")
+    _must(isinstance(releases, Releases), 'releases', releases, "must be the fit's Releases", 'The runner goes on it.')
     split = fixed or remembered if whole_batch_loss else plan.split   # (GradCache: pieces of whole batches)
     runner = BatchRunner(learn, split, fixed is None, tune and plan.split is not None, fixed or remembered, sync=sync,
                          on_redo=on_redo, count=count)
@@ -332,15 +329,10 @@ def _trials(size:int)->list:   # (`tune`'s sizes: `size` to warm up (its time re
     return [size, *dict.fromkeys(max(size//d, 1) for d in (1, 2, 4))]
 
 # %% ../nbs/43_runner.ipynb #b70a133b
-def _rng_state(): return torch.get_rng_state(),(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
-def _set_rng_state(state):
-    torch.set_rng_state(state[0])
-    if state[1] is not None: torch.cuda.set_rng_state_all(state[1])
-
 class WholeBatchLoss:
     "GradCache's two passes: the forward in pieces without a graph; after the loss's backward, each piece again"
     def __init__(self, runner:BatchRunner, batchnorm=None):   # (`batchnorm`: the fit's `WindowBatchNorm`)
-        if not isinstance(runner, BatchRunner): raise ValueError(f'`runner` must be the BatchRunner, got {runner!r}.')
+        _must(isinstance(runner, BatchRunner), 'runner', runner, 'must be the BatchRunner', 'Pass the fit\'s runner.')
         self.runner,self.batchnorm,self.chunks,self.leaves,self.per_sample = runner,batchnorm,[],None,[]
 
     def forward(self, xb, n:int):
@@ -348,10 +340,10 @@ class WholeBatchLoss:
         model,outs,inputs,self.chunks = self.runner.learn.model,[],[],[]
         with torch.no_grad(), (self.batchnorm.paused() if self.batchnorm is not None else nullcontext()):
             for start,k in pieces(n, self.runner.size):
-                self.chunks.append((start, k, _rng_state()))
+                self.chunks.append((start, k, get_random_states()))
                 inputs.append(slice_batch(xb, n, start, start+k))
                 outs.append(model(*inputs[-1]))
-        self.after_first,whole = _rng_state(),concat_outputs(outs, [k for _,k,_ in self.chunks], inputs)
+        self.after_first,whole = get_random_states(),concat_outputs(outs, [k for _,k,_ in self.chunks], inputs)
         tensors = _tensors(whole)
         self.per_sample = [len(outs) > 1 and t is not o for t,o in zip(tensors, _tensors(outs[0]))]
         self.leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
@@ -367,7 +359,7 @@ class WholeBatchLoss:
         sync_model,autocast = no_sync_model(learn.model),_autocast(learn) or nullcontext()
         try:
             for j,(start,k,state) in enumerate(self.chunks):
-                _set_rng_state(state)   # the same dropout masks as the first pass
+                set_random_states(**state)   # the same dropout masks as the first pass
                 if self.batchnorm is not None: self.batchnorm.new_piece()
                 with sync_model.no_sync() if sync_model is not None and j < len(self.chunks)-1 else nullcontext():
                     with autocast: outs = _tensors(learn.model(*slice_batch(xb, n, start, start+k)))
@@ -379,5 +371,5 @@ class WholeBatchLoss:
             if is_out_of_memory(e): modify_exception(e, '(whole_batch_loss: the second pass keeps the graph of '
                                                      f'{self.chunks[0][1]} samples. Pass a smaller micro_batch_size.)')
             raise
-        finally: _set_rng_state(self.after_first)
+        finally: set_random_states(**self.after_first)
         self.leaves,self.chunks = None,[]

@@ -24,12 +24,10 @@ class AccumWindow:
         reduction:str='mean', # How the loss reduces a micro-batch: 'mean' over its items, or 'sum'
         items_per_sample:float=1., # Items a sample holds on average: only sets the gradient's scale while accumulating
     ):
-        check_positive('size', size, 'Pass the samples (or items) a window holds, e.g. size=64.')
-        check_bool('drop_last', drop_last); check_bool('by_items', by_items)
-        check_choice('reduction', reduction, ('mean', 'sum'))
-        check_positive('items_per_sample', items_per_sample, 'Pass the items a sample holds on average, e.g. 1.')
-        self.size,self.drop_last,self.by_items,self.reduction = size,drop_last,by_items,reduction
-        self.items_per_sample,self.start = items_per_sample,None
+        self.size = check_positive('size', size, 'Pass the samples (or items) a window holds, e.g. size=64.')
+        self.drop_last,self.by_items = check_bool('drop_last', drop_last),check_bool('by_items', by_items)
+        self.reduction,self.start = check_choice('reduction', reduction, ('mean', 'sum')),None
+        self.items_per_sample = check_positive('items_per_sample', items_per_sample, 'Pass e.g. 1. (items per sample).')
         self.reset()
 
     def reset(self):
@@ -74,13 +72,13 @@ class AccumWindow:
 # %% ../nbs/40_window.ipynb #774f1972
 def plan_epoch(sizes:list, size:int, drop_last:bool=False, look_ahead:bool=True)->list:
     "Each micro-batch of an epoch (`sizes`: its samples) with windows of `size`: `STEP`, `ACCUM` or `SKIP` (unrun)"
-    for n in sizes: check_count('sizes', n, 'Pass the samples of each micro-batch, e.g. [16, 16, 4].')
-    window,plans,left = AccumWindow(size, drop_last),[],sum(sizes) if check_bool('look_ahead', look_ahead) else None
+    left = sum(check_count('sizes', n, 'Pass the samples of each micro-batch, e.g. [16, 16, 4].') for n in sizes)
+    window,plans,ahead = AccumWindow(size, drop_last),[],check_bool('look_ahead', look_ahead)
     for i,n in enumerate(sizes):
-        plans.append(window.plan(n, i == len(sizes)-1, left))
+        plans.append(window.plan(n, i == len(sizes)-1, left if ahead else None))
         if plans[-1] == STEP: window.reset()
         elif plans[-1] == ACCUM: window.add(n, n)
-        if left is not None: left -= n
+        left -= n
     return plans
 
 # %% ../nbs/40_window.ipynb #2662d290
