@@ -267,8 +267,7 @@ def plot_schedule(self:GradientAccumulationSchedule,
     if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
     pcts,scheduled,in_use = zip(*history)
     epochs,unit = [p*n_epoch for p in pcts],'items' if self.items else 'samples'
-    ax.plot(epochs, scheduled, drawstyle='steps-post' if isinstance(self.schedule, dict) else 'default',   # milestones
-            label='scheduled')
+    ax.plot(epochs, scheduled, ds='steps-post' if isinstance(self.schedule, dict) else 'default', label='scheduled')
     ax.step(epochs, in_use, where='post', label='in use' + (' (whole micro-batches)' if unit == 'samples' else ''))
     ax.set_xlabel('epoch'); ax.set_ylabel(f'{unit} per optimizer step'); ax.legend(loc='lower right')
     if self.settings.lr_scale:
