@@ -70,5 +70,4 @@ def private(obj, name:str):
 
 # %% ../nbs/internals/checks.ipynb #33c02eeb
 class CheckpointError(ValueError):
-    "A checkpoint that cannot be written (a full disk, a folder it cannot write in), or resumed from (damaged, foreign)"
-    def __init__(self, message:str): super().__init__(message)   # `message`: the file, why, and what to do
+    "A checkpoint that cannot be written (full disk, unwritable folder) or resumed (damaged, foreign): file, why, fix"

@@ -62,20 +62,17 @@ def run_demo(epochs:int=5, # Epochs of training
         diff = max((p-q).abs().max().item() for p,q in zip(learn.model.parameters(), large.parameters()))
         rows.append(dict(run=name, loader_bs=loader_bs, max_weight_diff=diff, valid_loss=valid_loss, accuracy=acc,
                          optimizer_steps=len(steps[name][1]), seconds=secs))
-    if out: _plot_losses(steps, out)
+    if out:   # the loss curves
+        from matplotlib.figure import Figure   # (no pyplot: no backend to choose, no window, nothing left open)
+        ax = (fig := Figure(figsize=(7, 4))).subplots()
+        for (run,(seen,losses)),style in zip(steps.items(), ('-', '--', ':')):
+            ax.plot(seen, losses, style, marker='.', label=f'{run} ({len(losses)} steps)')
+        ax.set(xlabel='epochs of samples seen', ylabel='loss of the step (mean over its samples)',
+               title="Every optimizer step: fastaccum takes the large batch's steps"); ax.legend()
+        fig.tight_layout(); fig.savefig(out, dpi=100)
     table = pd.DataFrame(rows).set_index('run')
     if is_cli(): print(f'\n{epochs} epochs, micro-batch {bs}, accum_bs {accum_bs}:\n\n'
                        f"{table.to_string(float_format='{:.3g}'.format)}\n\nLoss curves saved to {out}")
     table.attrs['steps'] = steps
     return table
 main = run_demo   # the console script `fastaccum-demo` (a CLI run prints the table)
-
-# %% ../nbs/internals/demo.ipynb #ce5f2e26
-def _plot_losses(steps, out):
-    from matplotlib.figure import Figure   # (no pyplot: no backend to choose, no window, nothing left open)
-    ax = (fig := Figure(figsize=(7, 4))).subplots()
-    for (name,(epochs,losses)),style in zip(steps.items(), ('-', '--', ':')):
-        ax.plot(epochs, losses, style, marker='.', label=f'{name} ({len(losses)} steps)')
-    ax.set(xlabel='epochs of samples seen', ylabel='loss of the step (mean over its samples)',
-           title="Every optimizer step: fastaccum takes the large batch's steps"); ax.legend()
-    fig.tight_layout(); fig.savefig(out, dpi=100)

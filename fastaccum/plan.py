@@ -136,8 +136,7 @@ class FixedBatchSize:
     def __init__(self, setting:int|None=None, items:bool=False):   # (`items`: `setting` is `accum_items`)
         self.items = check_bool('items', items)
         self.setting = check_optional_int(self.name, setting, "Pass the batch size per step, or None.")
-    @property
-    def name(self)->str: return 'accum_items' if self.items else 'accum_bs'
+    name = property(lambda self: 'accum_items' if self.items else 'accum_bs')
 
     def size(self, position:float, plan:FitPlan)->int:
         "The batch size of the window that starts at `position` (the fraction of training done) in `plan`'s fit"

@@ -199,8 +199,8 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
 
     def state_dict(self)->dict:
         "`GradientAccumulation`'s, with the schedule's records (its `history`, and the Recorder's `accum_bs`)"
-        records = dict(history=list(self.history), recorder_accum_bs=list(getattr(self._recorder, 'accum_bs', [])))
-        return dict(records, **super().state_dict())   # (a state held for the next fit: its own records)
+        return dict(super().state_dict(), history=list(self.history),   # (a state held for the next fit: its own)
+                    recorder_accum_bs=list(getattr(self._recorder, 'accum_bs', [])))
 
     def load_state_dict(self, state:dict):
         "`GradientAccumulation`'s; the state a finished fit left brings its `history` back at once"
@@ -267,8 +267,7 @@ def plot_schedule(self:GradientAccumulationSchedule,
     if ax is None: _,ax = plt.subplots(figsize=(7, 3.5), layout='constrained')
     pcts,scheduled,in_use = zip(*history)
     epochs,unit = [p*n_epoch for p in pcts],'items' if self.items else 'samples'
-    if isinstance(self.schedule, dict): ax.step(epochs, scheduled, where='post', label='scheduled')   # (milestones)
-    else: ax.plot(epochs, scheduled, label='scheduled')
+    ax.plot(epochs, scheduled, ds='steps-post' if isinstance(self.schedule, dict) else 'default', label='scheduled')
     ax.step(epochs, in_use, where='post', label='in use' + (' (whole micro-batches)' if unit == 'samples' else ''))
     ax.set_xlabel('epoch'); ax.set_ylabel(f'{unit} per optimizer step'); ax.legend(loc='lower right')
     if self.settings.lr_scale:
