@@ -40,7 +40,9 @@ __all__ = ['TrainingCheckpoint', 'FitRecord', 'LearnerState', 'DataOrder', 'Paus
 # %% ../nbs/22_checkpoint.ipynb #8dc78e12
 def _set_random_states(s):   # (fastai's `get_random_states`; the CUDA devices' only where there are as many)
     cuda = s['torch_cuda_state'] if len(s['torch_cuda_state']) == torch.cuda.device_count() else []
-    set_random_states(**dict(s, torch_cuda_state=cuda))
+    cudnn = torch.backends.cudnn   # (the process's cuDNN flags stay the user's: fastai's states carry them too)
+    set_random_states(**dict(s, torch_cuda_state=cuda, torch_deterministic=cudnn.deterministic,
+                             torch_benchmark=cudnn.benchmark))
 def _order_of(dl)->tuple:
     "The fastai loader whose `rng` orders `dl` (it, or the one a `DistributedDL` wraps), and the order it keeps"
     # (from epoch to epoch: `LMDataLoader` shuffles its texts in place); `(None, None)` for other loaders

@@ -8,6 +8,7 @@ Docs: https://fastaccum.github.io/fastaccum/sharded.html.md"""
 from __future__ import annotations
 import contextlib, hashlib, io, os, shutil, uuid, warnings
 from copy import deepcopy
+from functools import partial
 from pathlib import Path
 import torch
 from torch import nn
@@ -77,6 +78,15 @@ def _gather(sharded, model):   # (every process: `sharded`'s full weights into `
         params[name].data = (p.full_tensor() if hasattr(p, 'full_tensor') else p).detach().to(params[name].device)
 
 # %% ../nbs/23_sharded.ipynb #5a19edf8
+def _shard_alone(original, shard):
+    "`shard` a sharing copy of `original`, emptied first: the copy alone holds each unit's weights, gone as it shards"
+    copy = _sharing_copy(original)
+    for p in original.parameters(): p.data = p.data.new_empty(0)
+    try: return shard(copy)
+    except BaseException:   # (refused: the weights of every unit not sharded yet back in the original)
+        for p,q in zip(original.parameters(), copy.parameters()):
+            if not hasattr(q, 'to_local'): p.data = q.data
+        raise
 def _join_group()->torch.device:
     "This process's device (its GPU, `LOCAL_RANK` under torchrun; or the CPU), in the process group torchrun describes"
     if not torch.cuda.is_available(): device = torch.device('cpu')
@@ -99,8 +109,8 @@ def sharded_ctx(self:Learner, blocks=None, reduce:str='micro_batch', # `blocks`,
     if not _started() and not num_distrib(): return (yield self)   # not launched by torchrun: the script trains alone
     device,original,releases,sharded,done = _join_group(),self.model,Releases(),None,False
     try:
-        sharded = releases.replace(self, 'model', shard_model(_sharing_copy(original), blocks, reduce, **kwargs))
-        for p in original.parameters(): p.data = p.data.new_empty(0)   # (the shards hold the weights until the end)
+        sharded = releases.replace(self, 'model', _shard_alone(original, partial(shard_model, blocks=blocks,
+                                                                               reduce=reduce, **kwargs)))
         releases.replace(self, 'opt', None)   # (fastai's `fit` makes one, over the shards)
         for dl in self.dls.loaders: releases.callback(dl.to, getattr(dl, 'device', None))
         releases.replace(self.dls, '_device', device)   # (fastai's `fit` puts the model on `dls.device`)

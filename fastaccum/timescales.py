@@ -106,7 +106,8 @@ class KeepTimescales(_PerFit):
         if self._recorder is not None:
             self._recorder.kept_hps = loaded['kept_hps'] if loaded else {n: [] for n in self.rules.names}
         self.ga = ga
-    def _take(self, state): self.in_fit_reference = state['reference']
+    def _take(self, state):   # (a state taken after a fit has nothing to continue: the running fit's reference stays)
+        if state.get('in_fit', True): self.in_fit_reference = state['reference']
     def before_step(self):
         "The step's hyper-parameters, as scheduled, put to the batch in use (kept to be put back after it)"
         ga = self.ga
