@@ -12,12 +12,10 @@ from itertools import accumulate
 from types import MethodType
 import torch
 from torch import nn
-import torch.nn.modules.batchnorm
 from torch.nn.parameter import is_lazy
 from .parts import WindowListener, FitScope
 from .distributed import bare_model
 from .checks import private
-# PyTorch's internals a watched layer relies on, read once here (a release without one says so, naming the versions)
 _BatchNorm = private(torch.nn.modules.batchnorm, '_BatchNorm')
 private(_BatchNorm, '_check_input_dim')   # (its forward's first call: a watched layer's own takes its place)
 
@@ -32,7 +30,6 @@ def batchnorm_layers(
     return {name:m for name,m in model.named_modules() if isinstance(m, _BatchNorm) and m.track_running_stats}
 
 # %% ../nbs/15_batchnorm.ipynb #82b8f7ed
-# -1 outside a backward (activation checkpointing recomputes there); private to PyTorch 2.x: without it, those count
 _graph_task_id = getattr(torch._C, '_current_graph_task_id', lambda: -1)
 
 def _unpoint(d:dict):
@@ -63,7 +60,6 @@ def _watched_check(layer, x):
         wbn._n[k-1][i] = n,n - (1/dist.get_world_size(layer.process_group)
                                 if wbn._sync[i] and dist.is_initialized() else 1.)
     if 'running_mean' not in d: wbn._momenta[i] = d.get('momentum', wbn._momenta[i])   # (a callback may set it)
-    # momentum 1: the kernel writes the call's mean and unbiased variance (a forward without this check: PyTorch's own)
     (d['running_mean'],d['running_var']),d['num_batches_tracked'],d['momentum'] = wbn._bufs[k][i],wbn._nbt,1.
 
 # %% ../nbs/15_batchnorm.ipynb #c4115a02
