@@ -12,12 +12,10 @@ from itertools import accumulate
 from types import MethodType
 import torch
 from torch import nn
-import torch.nn.modules.batchnorm
 from torch.nn.parameter import is_lazy
 from .parts import WindowListener, FitScope
 from .distributed import bare_model
 from .checks import private
-# PyTorch's internals a watched layer relies on, read once here (a release without one says so, naming the versions)
 _BatchNorm = private(torch.nn.modules.batchnorm, '_BatchNorm')
 private(_BatchNorm, '_check_input_dim')   # (its forward's first call: a watched layer's own takes its place)
 
@@ -32,7 +30,6 @@ def batchnorm_layers(
     return {name:m for name,m in model.named_modules() if isinstance(m, _BatchNorm) and m.track_running_stats}
 
 # %% ../nbs/15_batchnorm.ipynb #82b8f7ed
-# -1 outside a backward (activation checkpointing recomputes there); private to PyTorch 2.x: without it, those count
 _graph_task_id = getattr(torch._C, '_current_graph_task_id', lambda: -1)
 
 def _unpoint(d:dict):
@@ -47,10 +44,6 @@ def _unwatched(d:dict)->dict:
     if '_window_bn' in d: _unpoint(d)
     for name in ('_window_bn', '_check_input_dim', '__getstate__'): d.pop(name, None)
     return d
-
-def _getstate(layer)->dict:
-    "A watched layer's state for `pickle` and `copy`: the layer as it was (a copy or a saved model is not watched)"
-    return _unwatched(nn.Module.__getstate__(layer))
 
 def _watched_check(layer, x):
     "A watched layer's `_check_input_dim`: PyTorch's, then (training) its running buffers pointed at the window's"
@@ -67,7 +60,6 @@ def _watched_check(layer, x):
         wbn._n[k-1][i] = n,n - (1/dist.get_world_size(layer.process_group)
                                 if wbn._sync[i] and dist.is_initialized() else 1.)
     if 'running_mean' not in d: wbn._momenta[i] = d.get('momentum', wbn._momenta[i])   # (a callback may set it)
-    # momentum 1: the kernel writes the call's mean and unbiased variance (a forward without this check: PyTorch's own)
     (d['running_mean'],d['running_var']),d['num_batches_tracked'],d['momentum'] = wbn._bufs[k][i],wbn._nbt,1.
 
 # %% ../nbs/15_batchnorm.ipynb #c4115a02
@@ -98,7 +90,7 @@ class WindowBatchNorm(WindowListener):
         self._lay_out(1)
         for i,layer in enumerate(self.layers):   # (`pickle` and `copy` find its `__getstate__` first)
             vars(layer).update(_window_bn=(self, i), _check_input_dim=MethodType(_watched_check, layer),
-                               __getstate__=MethodType(_getstate, layer))
+                               __getstate__=MethodType(lambda l: _unwatched(nn.Module.__getstate__(l)), layer))
 
     def remove(self):
         "Put every layer back as it was (after an interrupted forward too), and forget everything; safe to call again"
@@ -146,7 +138,20 @@ class WindowBatchNorm(WindowListener):
     @torch.no_grad()
     def window_closed(self, window=None):
         "The window stepped: each layer's running statistics updated from the window's, once per call in a forward"
-        self._all_reduce_sync_batchnorms()
+        dist,groups = torch.distributed,{}   # SyncBatchNorm's call numbers (the most), then sums, all-reduced per group
+        for i,layer in enumerate(self.layers if any(self._sync) and dist.is_initialized() else []):
+            if self._sync[i]: groups.setdefault(id(layer.process_group), (layer.process_group, []))[1].append(i)
+        for group,idx in groups.values():
+            calls = torch.tensor([len(self._n)], device=self.device)
+            dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
+            self._lay_out(calls.item())
+            cols = torch.cat([torch.arange(self._cols[i].start, self._cols[i].stop, device=self.device) for i in idx])
+            sums = self._window[..., cols]   # (call numbers, 3, channels of the group)
+            dist.all_reduce(sums, group=group)
+            self._window[..., cols] = sums
+            held = (self._count[:, [self._cols[i].start for i in idx]] > 0).tolist()   # [call][the group's layer]
+            self.held = {h for h in self.held if h[0] not in idx} | {(i, k) for k,row in enumerate(held)
+                                                                     for i,h in zip(idx, row) if h}
         for k in range(len(self._n)):   # in call order, as the large batch's forward
             on = [int((i, k) in self.held) for i in range(len(self.layers))]
             if any(on): self._update(k, on)
@@ -163,8 +168,7 @@ class WindowBatchNorm(WindowListener):
         for i,k in sorted(self.held):
             count,s1,s2 = self._window[k, :, self._cols[i]].cpu()
             n,calls = round(count[0].item()),state.setdefault(self.names[i], [])
-            mean = s1/n
-            calls += [None]*(k - len(calls)) + [dict(count=n, mean=mean, m2=(s2 - s1*mean).clamp_(min=0))]
+            calls += [None]*(k - len(calls)) + [dict(count=n, mean=s1/n, m2=(s2 - s1*(s1/n)).clamp_(min=0))]
         return state
 
     def load_state_dict(self,
@@ -236,25 +240,6 @@ class WindowBatchNorm(WindowListener):
         for name,stat in (('running_mean', mean), ('running_var', var)):
             real = [b[name] for b in bufs]   # (1-f)*running + f*stat
             torch._foreach_copy_(real, torch.cat(real).lerp_(stat.to(self.dtype), factor).split(self._widths))
-
-    @torch.no_grad()
-    def _all_reduce_sync_batchnorms(self):
-        "Per group of `SyncBatchNorm` layers: all-reduces of the call numbers (the most), then of the window's sums"
-        dist,groups = torch.distributed,{}   # {group's id: (group, [layer indices])}, in the layers' order
-        if not (any(self._sync) and dist.is_initialized()): return
-        for i,layer in enumerate(self.layers):
-            if self._sync[i]: groups.setdefault(id(layer.process_group), (layer.process_group, []))[1].append(i)
-        for group,idx in groups.values():
-            calls = torch.tensor([len(self._n)], device=self.device)
-            dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=group)
-            self._lay_out(calls.item())
-            cols = torch.cat([torch.arange(self._cols[i].start, self._cols[i].stop, device=self.device) for i in idx])
-            sums = self._window[..., cols]   # (call numbers, 3, channels of the group)
-            dist.all_reduce(sums, group=group)
-            self._window[..., cols] = sums
-            held = (self._count[:, [self._cols[i].start for i in idx]] > 0).tolist()   # [call][the group's layer]
-            self.held = {h for h in self.held if h[0] not in idx} | {(i, k) for k,row in enumerate(held)
-                                                                     for i,h in zip(idx, row) if h}
 
 # %% ../nbs/15_batchnorm.ipynb #dc946c71
 _SEEN = dict(   # what BatchNorm layers do with micro-batches, by `batchnorm`
