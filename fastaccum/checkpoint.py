@@ -183,7 +183,9 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         if self.rank == 0: self.files.check_writable()
         self._loaded = ckpt = self._load() if self.resume else None   # (put back once every checkpoint read its own)
         if self.record.k == 0: self.record.names_run(ckpt, self.world_size)
-        for cb in self.state._cbs(CSVLogger) if self.resume and ckpt is None else []: _drop_unlogged_header(cb)
+        for cb in self.state._cbs(CSVLogger) if self.resume and ckpt is None else []:   # (a kill's header, no row)
+            lines = _csv_text(cb).splitlines(keepends=True)
+            if cb.append and len(lines) > 1 and lines[-1] == lines[-2]: _restore_csv(cb, ''.join(lines[:-1]))
         cbs = [cb for cb in learn.cbs.sorted('order') if isinstance(cb, TrainingCheckpoint) and cb.run]
         lead = max((cb for cb in cbs if cb._on and cb._loaded is not None), key=_newest, default=None)
         if cbs[-1] is self and lead is not None: lead._resume_from([cb for cb in cbs if cb._on])
@@ -198,7 +200,17 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         ckpt,path = self.files.read(self.record.k),self.files.stored(self.record.k)
         if ckpt is None or (other := self.record.differences(ckpt, path)) is None: return None
         differs = other + _differences(_config_of(ckpt, self.rank), self._config)
-        _check_fits(ckpt, _everywhere(differs, self.rank, self.world_size), self.world_size, path)
+        if differs := _everywhere(differs, self.rank, self.world_size):
+            run = any(d.startswith('run ') for d in differs)   # (fit 0's: its run's name, or how it started)
+            fix = ('If it is another run (a seed sweep, or jobs of an array, sharing the folder), give each run its '
+                   'own fname; to resume a run whose start is not reproducible (no fixed seed), name it: '
+                   'TrainingCheckpoint(run_name=...) when it starts and when it resumes. Or delete it' if run else
+                   'Resume with the configuration that wrote it, or delete it')
+            raise CheckpointError(f'`{path}` was written by another ' + ('run' if run else 'configuration') + ': ' +
+                                  '; '.join(differs) + f'. {fix} (or pass resume=False) to start afresh.')
+        if len(ckpt['ranks']) != self.world_size:
+            raise CheckpointError(f'`{path}` holds the random states of {len(ckpt["ranks"])} processes, '
+                                  f'not {self.world_size}.')
         return ckpt
     def _resume_from(self, cbs:list):
         "Go on from its checkpoint, the newest of the Learner's `cbs` (or end as the finished fit); the others follow"
@@ -384,10 +396,6 @@ def _restore_csv(cb, text:str):
     "A `CSVLogger`'s file as it was at the checkpoint (its `before_fit` opened it afresh, or its `after_fit` closed it)"
     if getattr(cb.__dict__.get('file'), 'closed', True): return (Path(cb.path)/cb.fname).write_text(text)
     cb.file.seek(0); cb.file.truncate(); cb.file.write(text); cb.file.flush()
-def _drop_unlogged_header(cb):
-    "A `CSVLogger(append=True)` started again after a kill that left its header and no row: that header goes"
-    lines = _csv_text(cb).splitlines(keepends=True)
-    if cb.append and len(lines) > 1 and lines[-1] == lines[-2]: _restore_csv(cb, ''.join(lines[:-1]))
 _TRACKED = ('best', 'wait', 'new_best', 'last_saved_path')   # what fastai's trackers carry from epoch to epoch
 _HYPERS = ('lr', 'wd', 'mom', 'sqr_mom', 'eps', 'beta')   # a fit's hyper-parameters (PyTorch's `betas`: mom, sqr_mom)
 _CARRIED = dict(   # the parts of fastai's callbacks: each callback of a class, (what takes its part, what puts it back)
@@ -433,7 +441,14 @@ class LearnerState:
         source:Path|None=None, # The checkpoint it comes from, for errors; under FSDP 2 the folder whose shards are read
     ):
         "The Learner as it was when `state` was taken"
-        _check_callbacks(state['callbacks'], [cb.name for cb in self.stateful()], source)
+        saved,names = state['callbacks'],[cb.name for cb in self.stateful()]   # (one removed or added: refused)
+        gone,new = [n for n in saved if n not in names],[n for n in names if n not in saved]
+        if gone or new:
+            raise CheckpointError(f'`{source}` was written by a fit whose callbacks with state were {list(saved)}; '
+                                  f'this fit has {names}' + ''.join(f'; {w}: {", ".join(n)}' for w,n in
+                                  (('missing', gone), ('not in it', new)) if n) + '. A callback removed or added '
+                                  'during a fit cannot be resumed: resume with the callbacks it had then, or delete '
+                                  'it to start afresh.')
         if self.shards: load_sharded(source, self.learn.model, self.learn.opt)   # (each process reads what it holds)
         for k,(_,put) in self.parts(source).items():
             if state[k] is not None: put(state[k])
@@ -471,26 +486,7 @@ class LearnerState:
                 'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # at a few points
                              for i,cb in enumerate(scheds) for h,f in cb.scheds.items()},
                 'callbacks': {cb.name: _callback_config(cb) for cb in cbs}}
-def _check_callbacks(saved:dict, names:list, path):
-    "The callbacks with state are those that wrote the checkpoint (one removed or added during a fit: refused)"
-    gone,new = [n for n in saved if n not in names],[n for n in names if n not in saved]
-    if gone or new:
-        raise CheckpointError(f'`{path}` was written by a fit whose callbacks with state were {list(saved)}; this fit '
-                              f'has {names}' + ''.join(f'; {w}: {", ".join(n)}' for w,n in (('missing', gone),
-                              ('not in it', new)) if n) + '. A callback removed or added during a fit cannot be '
-                              'resumed: resume with the callbacks it had then, or delete it to start afresh.')
-def _check_fits(ckpt:dict, differences:list, world_size:int, path:Path):
-    "A checkpoint written by this run and configuration (no `differences`), with as many processes; else an error"
-    if differences:
-        other = any(d.startswith('run ') for d in differences)   # (fit 0's: its run's name, or how it started)
-        fix = ('If it is another run (a seed sweep, or jobs of an array, sharing the folder), give each run its own '
-               'fname; to resume a run whose start is not reproducible (no fixed seed), name it: '
-               'TrainingCheckpoint(run_name=...) when it starts and when it resumes. Or delete it' if other else
-               'Resume with the configuration that wrote it, or delete it')
-        raise CheckpointError(f'`{path}` was written by another ' + ('run' if other else 'configuration') + ': ' +
-                              '; '.join(differences) + f'. {fix} (or pass resume=False) to start afresh.')
-    if len(ckpt['ranks']) != world_size:
-        raise CheckpointError(f'`{path}` holds the random states of {len(ckpt["ranks"])} processes, not {world_size}.')
+
 
 # %% ../nbs/22_checkpoint.ipynb #2fef06f7
 class DataOrder:
