@@ -28,17 +28,6 @@ class _HashingFile:
         try: return self.f.write(b)
         except OSError as e: self.error = e; raise
     def flush(self): self.f.flush()
-def _write_failure(path:Path, e:BaseException)->str:
-    "What a failed write says: the file, the system's reason, and for a full disk the space left"
-    text = str(e).strip()
-    cause = e.strerror if isinstance(e, OSError) and e.strerror else text.splitlines()[0] if text else type(e).__name__
-    message = f'Could not write the checkpoint {path}: {cause}.'
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        try: free = f'{shutil.disk_usage(path.parent).free/2**20:,.0f} MiB free'
-        except OSError: free = 'its free space unknown'
-        message += (f' The disk (or the quota, or the file size limit) is full: {free} in {path.parent}. Free some '
-                    'space, or put the checkpoints elsewhere (learn.path, learn.model_dir).')
-    return message + ' The checkpoint written before it is left as it was.'
 def _file_path(path)->Path:
     return check_path('path', path, 'a checkpoint file', example="learn.path/learn.model_dir/'checkpoint.pth'")
 def numbered_path(path:Path, # The newest checkpoint, `{fname}.pth`
@@ -75,7 +64,17 @@ def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except (OSError, RuntimeError) as e:   # (torch reports a failed write as its RuntimeError: the file has the cause)
-        raise CheckpointError(_write_failure(path, getattr(hashed, 'error', None) or e)) from e
+        err = getattr(hashed, 'error', None) or e   # (the file, the system's reason, for a full disk the space left)
+        text = str(err).strip()
+        cause = err.strerror if isinstance(err, OSError) and err.strerror else text.splitlines()[0] if text else \
+                type(err).__name__
+        message = f'Could not write the checkpoint {path}: {cause}.'
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            try: free = f'{shutil.disk_usage(path.parent).free/2**20:,.0f} MiB free'
+            except OSError: free = 'its free space unknown'
+            message += (f' The disk (or the quota, or the file size limit) is full: {free} in {path.parent}. Free '
+                        'some space, or put the checkpoints elsewhere (learn.path, learn.model_dir).')
+        raise CheckpointError(message + ' The checkpoint written before it is left as it was.') from e
     finally: tmp.unlink(missing_ok=True)
 def remove_partial_writes(path):
     "Delete the temporary files that a process killed while writing a checkpoint left beside `path` (`{fname}.pth`)"
