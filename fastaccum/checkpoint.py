@@ -90,13 +90,6 @@ def _fingerprint(dataset)->str|None:
         with no_random(0): return items[i]
     n = len(items)
     return _hash(*(get(i) for i in sorted({i*(n-1)//15 for i in range(16)} if n else ())))
-def _starting_point(learn)->dict:
-    "What tells a run from another as it starts: its initial weights, and the random states (the seed) and loader's"
-    state = bare_model(learn.model).state_dict()   # (each tensor's first values: a large model is not copied whole)
-    weights = [(n, t.shape, getattr(t, 'to_local', lambda: t)().reshape(-1)[:1024]) for n,t in state.items()]
-    s = get_random_states()
-    drawn = (s['random_state'], s['numpy_state'][1], s['torch_state'], _loader_state(learn.dls.train))
-    return {'initial weights': _hash(*weights), 'random states': _hash(*drawn)}
 def _newest(cb)->tuple: return cb._loaded['finished'],*(cb._loaded['position'][k] for k in ('epoch', 'batches'))
 def _counted(cb)->tuple: return cb.resumed_from,cb._loaded['position']['steps'],cb._loaded['position']['steps']
 _ARGUMENTS = dict(   # `TrainingCheckpoint`'s arguments, each checked whenever it is set (when made, or after)
@@ -328,8 +321,13 @@ class FitRecord:
         if learn is None: return
         _learners[key] = learn
         if self.k != 0: return
-        # fit 0: what tells its run from another (given, or found), which it writes and a checkpoint must match
-        mine = None if self.rank else dict(name=name) if name is not None else dict(name=None, **_starting_point(learn))
+        mine = None if self.rank else dict(name=name)   # fit 0: what tells its run from another, which it writes
+        if mine is not None and name is None:   # (found: its initial weights, and the random states and loader's)
+            state = bare_model(learn.model).state_dict()   # (each tensor's first values: a large model is not copied)
+            weights = [(n, t.shape, getattr(t, 'to_local', lambda: t)().reshape(-1)[:1024]) for n,t in state.items()]
+            s = get_random_states()
+            drawn = (s['random_state'], s['numpy_state'][1], s['torch_state'], _loader_state(learn.dls.train))
+            mine.update({'initial weights': _hash(*weights), 'random states': _hash(*drawn)})
         self.identity = _gathered(mine, world_size)[0]   # (process 0's)
     def stamp(self)->dict: return dict(id=self.run['id'], fit=self.k, identity=self.run['identity'])   # (its fit's)
     def names_run(self, ckpt:dict|None=None, world_size:int=1):
