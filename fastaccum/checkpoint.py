@@ -44,8 +44,7 @@ def _set_random_states(s):   # (fastai's `get_random_states`; the CUDA devices' 
     set_random_states(**dict(s, torch_cuda_state=cuda, torch_deterministic=cudnn.deterministic,
                              torch_benchmark=cudnn.benchmark))
 def _order_of(dl)->tuple:
-    "The fastai loader whose `rng` orders `dl` (it, or the one a `DistributedDL` wraps), and the order it keeps"
-    # (from epoch to epoch: `LMDataLoader` shuffles its texts in place); `(None, None)` for other loaders
+    "The fastai loader whose `rng` orders `dl` (or a `DistributedDL`'s), and the order `LMDataLoader` keeps in place"
     while 'rng' not in vars(dl) and 'dl' in vars(dl): dl = dl.dl
     if not isinstance(vars(dl).get('rng'), random.Random): return None,None
     text = sys.modules.get('fastai.text.data')   # (no loader is an `LMDataLoader` unless fastai's text module is in)
