@@ -44,8 +44,7 @@ def _set_random_states(s):   # (fastai's `get_random_states`; the CUDA devices' 
     set_random_states(**dict(s, torch_cuda_state=cuda, torch_deterministic=cudnn.deterministic,
                              torch_benchmark=cudnn.benchmark))
 def _order_of(dl)->tuple:
-    "The fastai loader whose `rng` orders `dl` (it, or the one a `DistributedDL` wraps), and the order it keeps"
-    # (from epoch to epoch: `LMDataLoader` shuffles its texts in place); `(None, None)` for other loaders
+    "The fastai loader whose `rng` orders `dl` (or a `DistributedDL`'s), and the order `LMDataLoader` keeps in place"
     while 'rng' not in vars(dl) and 'dl' in vars(dl): dl = dl.dl
     if not isinstance(vars(dl).get('rng'), random.Random): return None,None
     text = sys.modules.get('fastai.text.data')   # (no loader is an `LMDataLoader` unless fastai's text module is in)
@@ -90,13 +89,6 @@ def _fingerprint(dataset)->str|None:
         with no_random(0): return items[i]
     n = len(items)
     return _hash(*(get(i) for i in sorted({i*(n-1)//15 for i in range(16)} if n else ())))
-def _starting_point(learn)->dict:
-    "What tells a run from another as it starts: its initial weights, and the random states (the seed) and loader's"
-    state = bare_model(learn.model).state_dict()   # (each tensor's first values: a large model is not copied whole)
-    weights = [(n, t.shape, getattr(t, 'to_local', lambda: t)().reshape(-1)[:1024]) for n,t in state.items()]
-    s = get_random_states()
-    drawn = (s['random_state'], s['numpy_state'][1], s['torch_state'], _loader_state(learn.dls.train))
-    return {'initial weights': _hash(*weights), 'random states': _hash(*drawn)}
 def _newest(cb)->tuple: return cb._loaded['finished'],*(cb._loaded['position'][k] for k in ('epoch', 'batches'))
 def _counted(cb)->tuple: return cb.resumed_from,cb._loaded['position']['steps'],cb._loaded['position']['steps']
 _ARGUMENTS = dict(   # `TrainingCheckpoint`'s arguments, each checked whenever it is set (when made, or after)
@@ -183,7 +175,9 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         if self.rank == 0: self.files.check_writable()
         self._loaded = ckpt = self._load() if self.resume else None   # (put back once every checkpoint read its own)
         if self.record.k == 0: self.record.names_run(ckpt, self.world_size)
-        for cb in self.state._cbs(CSVLogger) if self.resume and ckpt is None else []: _drop_unlogged_header(cb)
+        for cb in self.state._cbs(CSVLogger) if self.resume and ckpt is None else []:   # (a kill's header, no row)
+            lines = _csv_text(cb).splitlines(keepends=True)
+            if cb.append and len(lines) > 1 and lines[-1] == lines[-2]: _restore_csv(cb, ''.join(lines[:-1]))
         cbs = [cb for cb in learn.cbs.sorted('order') if isinstance(cb, TrainingCheckpoint) and cb.run]
         lead = max((cb for cb in cbs if cb._on and cb._loaded is not None), key=_newest, default=None)
         if cbs[-1] is self and lead is not None: lead._resume_from([cb for cb in cbs if cb._on])
@@ -198,7 +192,17 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         ckpt,path = self.files.read(self.record.k),self.files.stored(self.record.k)
         if ckpt is None or (other := self.record.differences(ckpt, path)) is None: return None
         differs = other + _differences(_config_of(ckpt, self.rank), self._config)
-        _check_fits(ckpt, _everywhere(differs, self.rank, self.world_size), self.world_size, path)
+        if differs := _everywhere(differs, self.rank, self.world_size):
+            run = any(d.startswith('run ') for d in differs)   # (fit 0's: its run's name, or how it started)
+            fix = ('If it is another run (a seed sweep, or jobs of an array, sharing the folder), give each run its '
+                   'own fname; to resume a run whose start is not reproducible (no fixed seed), name it: '
+                   'TrainingCheckpoint(run_name=...) when it starts and when it resumes. Or delete it' if run else
+                   'Resume with the configuration that wrote it, or delete it')
+            raise CheckpointError(f'`{path}` was written by another ' + ('run' if run else 'configuration') + ': ' +
+                                  '; '.join(differs) + f'. {fix} (or pass resume=False) to start afresh.')
+        if len(ckpt['ranks']) != self.world_size:
+            raise CheckpointError(f'`{path}` holds the random states of {len(ckpt["ranks"])} processes, '
+                                  f'not {self.world_size}.')
         return ckpt
     def _resume_from(self, cbs:list):
         "Go on from its checkpoint, the newest of the Learner's `cbs` (or end as the finished fit); the others follow"
@@ -316,8 +320,13 @@ class FitRecord:
         if learn is None: return
         _learners[key] = learn
         if self.k != 0: return
-        # fit 0: what tells its run from another (given, or found), which it writes and a checkpoint must match
-        mine = None if self.rank else dict(name=name) if name is not None else dict(name=None, **_starting_point(learn))
+        mine = None if self.rank else dict(name=name)   # fit 0: what tells its run from another, which it writes
+        if mine is not None and name is None:   # (found: its initial weights, and the random states and loader's)
+            state = bare_model(learn.model).state_dict()   # (each tensor's first values: a large model is not copied)
+            weights = [(n, t.shape, getattr(t, 'to_local', lambda: t)().reshape(-1)[:1024]) for n,t in state.items()]
+            s = get_random_states()
+            drawn = (s['random_state'], s['numpy_state'][1], s['torch_state'], _loader_state(learn.dls.train))
+            mine.update({'initial weights': _hash(*weights), 'random states': _hash(*drawn)})
         self.identity = _gathered(mine, world_size)[0]   # (process 0's)
     def stamp(self)->dict: return dict(id=self.run['id'], fit=self.k, identity=self.run['identity'])   # (its fit's)
     def names_run(self, ckpt:dict|None=None, world_size:int=1):
@@ -384,10 +393,6 @@ def _restore_csv(cb, text:str):
     "A `CSVLogger`'s file as it was at the checkpoint (its `before_fit` opened it afresh, or its `after_fit` closed it)"
     if getattr(cb.__dict__.get('file'), 'closed', True): return (Path(cb.path)/cb.fname).write_text(text)
     cb.file.seek(0); cb.file.truncate(); cb.file.write(text); cb.file.flush()
-def _drop_unlogged_header(cb):
-    "A `CSVLogger(append=True)` started again after a kill that left its header and no row: that header goes"
-    lines = _csv_text(cb).splitlines(keepends=True)
-    if cb.append and len(lines) > 1 and lines[-1] == lines[-2]: _restore_csv(cb, ''.join(lines[:-1]))
 _TRACKED = ('best', 'wait', 'new_best', 'last_saved_path')   # what fastai's trackers carry from epoch to epoch
 _HYPERS = ('lr', 'wd', 'mom', 'sqr_mom', 'eps', 'beta')   # a fit's hyper-parameters (PyTorch's `betas`: mom, sqr_mom)
 _CARRIED = dict(   # the parts of fastai's callbacks: each callback of a class, (what takes its part, what puts it back)
@@ -433,7 +438,14 @@ class LearnerState:
         source:Path|None=None, # The checkpoint it comes from, for errors; under FSDP 2 the folder whose shards are read
     ):
         "The Learner as it was when `state` was taken"
-        _check_callbacks(state['callbacks'], [cb.name for cb in self.stateful()], source)
+        saved,names = state['callbacks'],[cb.name for cb in self.stateful()]   # (one removed or added: refused)
+        gone,new = [n for n in saved if n not in names],[n for n in names if n not in saved]
+        if gone or new:
+            raise CheckpointError(f'`{source}` was written by a fit whose callbacks with state were {list(saved)}; '
+                                  f'this fit has {names}' + ''.join(f'; {w}: {", ".join(n)}' for w,n in
+                                  (('missing', gone), ('not in it', new)) if n) + '. A callback removed or added '
+                                  'during a fit cannot be resumed: resume with the callbacks it had then, or delete '
+                                  'it to start afresh.')
         if self.shards: load_sharded(source, self.learn.model, self.learn.opt)   # (each process reads what it holds)
         for k,(_,put) in self.parts(source).items():
             if state[k] is not None: put(state[k])
@@ -471,26 +483,7 @@ class LearnerState:
                 'schedule': {f'{i}.{h}': [_plain(f(p)) for p in (0., .1, .25, .5, .75, .9, 1.)]   # at a few points
                              for i,cb in enumerate(scheds) for h,f in cb.scheds.items()},
                 'callbacks': {cb.name: _callback_config(cb) for cb in cbs}}
-def _check_callbacks(saved:dict, names:list, path):
-    "The callbacks with state are those that wrote the checkpoint (one removed or added during a fit: refused)"
-    gone,new = [n for n in saved if n not in names],[n for n in names if n not in saved]
-    if gone or new:
-        raise CheckpointError(f'`{path}` was written by a fit whose callbacks with state were {list(saved)}; this fit '
-                              f'has {names}' + ''.join(f'; {w}: {", ".join(n)}' for w,n in (('missing', gone),
-                              ('not in it', new)) if n) + '. A callback removed or added during a fit cannot be '
-                              'resumed: resume with the callbacks it had then, or delete it to start afresh.')
-def _check_fits(ckpt:dict, differences:list, world_size:int, path:Path):
-    "A checkpoint written by this run and configuration (no `differences`), with as many processes; else an error"
-    if differences:
-        other = any(d.startswith('run ') for d in differences)   # (fit 0's: its run's name, or how it started)
-        fix = ('If it is another run (a seed sweep, or jobs of an array, sharing the folder), give each run its own '
-               'fname; to resume a run whose start is not reproducible (no fixed seed), name it: '
-               'TrainingCheckpoint(run_name=...) when it starts and when it resumes. Or delete it' if other else
-               'Resume with the configuration that wrote it, or delete it')
-        raise CheckpointError(f'`{path}` was written by another ' + ('run' if other else 'configuration') + ': ' +
-                              '; '.join(differences) + f'. {fix} (or pass resume=False) to start afresh.')
-    if len(ckpt['ranks']) != world_size:
-        raise CheckpointError(f'`{path}` holds the random states of {len(ckpt["ranks"])} processes, not {world_size}.')
+
 
 # %% ../nbs/22_checkpoint.ipynb #2fef06f7
 class DataOrder:

@@ -28,17 +28,6 @@ class _HashingFile:
         try: return self.f.write(b)
         except OSError as e: self.error = e; raise
     def flush(self): self.f.flush()
-def _write_failure(path:Path, e:BaseException)->str:
-    "What a failed write says: the file, the system's reason, and for a full disk the space left"
-    text = str(e).strip()
-    cause = e.strerror if isinstance(e, OSError) and e.strerror else text.splitlines()[0] if text else type(e).__name__
-    message = f'Could not write the checkpoint {path}: {cause}.'
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        try: free = f'{shutil.disk_usage(path.parent).free/2**20:,.0f} MiB free'
-        except OSError: free = 'its free space unknown'
-        message += (f' The disk (or the quota, or the file size limit) is full: {free} in {path.parent}. Free some '
-                    'space, or put the checkpoints elsewhere (learn.path, learn.model_dir).')
-    return message + ' The checkpoint written before it is left as it was.'
 def _file_path(path)->Path:
     return check_path('path', path, 'a checkpoint file', example="learn.path/learn.model_dir/'checkpoint.pth'")
 def numbered_path(path:Path, # The newest checkpoint, `{fname}.pth`
@@ -49,16 +38,6 @@ def numbered_path(path:Path, # The newest checkpoint, `{fname}.pth`
     _must(isinstance(i, numbers.Integral) and not isinstance(i, bool) and i >= 0, 'i', i,
           'must be an int >= 0 (0 for the newest checkpoint, 1 for the one before, ...)')
     return path if i == 0 else path.with_name(f'{path.stem}.{i}{path.suffix}')
-def _rotate(path, keep):
-    "Shift the kept checkpoints one place older; the newest stays whole at `path` throughout"
-    if keep == 1 or not path.exists(): return
-    for i in range(keep-1, 1, -1):
-        if numbered_path(path, i-1).exists(): os.replace(numbered_path(path, i-1), numbered_path(path, i))
-    link = path.with_name(f'.{path.name}.{os.getpid()}.link')
-    link.unlink(missing_ok=True)
-    try: os.link(path, link)
-    except OSError: shutil.copy2(path, link)   # a file system without hard links
-    os.replace(link, numbered_path(path, 1))
 def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
                          path, # Where: `{fname}.pth`
                          keep:int=1, # How many checkpoints to keep: older ones move to `fname.1.pth`, `fname.2.pth`
@@ -74,11 +53,28 @@ def save_checkpoint_file(obj, # What to save (anything `torch.save` takes)
             torch.save(obj, hashed)
             f.write(_TRAILER.pack(_MAGIC, hashed.sha.digest(), hashed.n))
             f.flush(); os.fsync(f.fileno())
-        _rotate(path, keep)
+        if keep > 1 and path.exists():   # (the kept ones one place older; the newest stays whole at `path` throughout)
+            for i in range(keep-1, 1, -1):
+                if numbered_path(path, i-1).exists(): os.replace(numbered_path(path, i-1), numbered_path(path, i))
+            link = path.with_name(f'.{path.name}.{os.getpid()}.link')
+            link.unlink(missing_ok=True)
+            try: os.link(path, link)
+            except OSError: shutil.copy2(path, link)   # a file system without hard links
+            os.replace(link, numbered_path(path, 1))
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except (OSError, RuntimeError) as e:   # (torch reports a failed write as its RuntimeError: the file has the cause)
-        raise CheckpointError(_write_failure(path, getattr(hashed, 'error', None) or e)) from e
+        err = getattr(hashed, 'error', None) or e   # (the file, the system's reason, for a full disk the space left)
+        text = str(err).strip()
+        cause = err.strerror if isinstance(err, OSError) and err.strerror else text.splitlines()[0] if text else \
+                type(err).__name__
+        message = f'Could not write the checkpoint {path}: {cause}.'
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            try: free = f'{shutil.disk_usage(path.parent).free/2**20:,.0f} MiB free'
+            except OSError: free = 'its free space unknown'
+            message += (f' The disk (or the quota, or the file size limit) is full: {free} in {path.parent}. Free '
+                        'some space, or put the checkpoints elsewhere (learn.path, learn.model_dir).')
+        raise CheckpointError(message + ' The checkpoint written before it is left as it was.') from e
     finally: tmp.unlink(missing_ok=True)
 def remove_partial_writes(path):
     "Delete the temporary files that a process killed while writing a checkpoint left beside `path` (`{fname}.pth`)"
@@ -104,34 +100,11 @@ def load_checkpoint_file(path):
 _FORMAT = 5   # (5: fastai's random states; 4: the Recorder's part one per Recorder, the run's identity hashed)
 _CHECKPOINT_KEYS = {'format', 'run', 'finished', 'config', 'ranks', 'position', 'model', 'grads', 'opt', 'scaler',
                     'callbacks', 'recorder', 'schedulers', 'trackers', 'csv'}
-def _check_contents(ckpt, path):
-    "`ckpt` if a checkpoint of this version of `TrainingCheckpoint`, else a `CheckpointError` that says what it is"
-    fix = 'Delete it to start afresh, or pass another fname.'
-    if isinstance(ckpt, dict) and ckpt.get('format') not in (None, _FORMAT) and 'config' in ckpt:
-        raise CheckpointError(f'`{path}` was written by another version of fastaccum (checkpoint format '
-                              f'{ckpt["format"]}, this one reads {_FORMAT}). {fix}')
-    if not isinstance(ckpt, dict) or ckpt.get('format') != _FORMAT or not _CHECKPOINT_KEYS <= set(ckpt):
-        lacks = sorted(_CHECKPOINT_KEYS - set(ckpt)) if isinstance(ckpt, dict) else 'everything'
-        raise CheckpointError(f'`{path}` is not a TrainingCheckpoint checkpoint (it lacks {lacks}). {fix}')
-    return ckpt
 def _check_fname(fname)->str:
     "`fname` as a str, if it names a checkpoint in `learn.model_dir`: no folders; else an error naming it"
     ok = isinstance(fname, (str, os.PathLike)) and str(fname) and Path(fname).name == str(fname)
     return str(_must(ok, 'fname', fname, 'must be a file name without folders',
                      'Pass e.g. fname="checkpoint"; the file goes to learn.path/learn.model_dir.'))
-def _other_kind(files:CheckpointFiles, k:int):
-    "`None` when fit `k` has no checkpoint of the other kind (sharded or not) either; else a `CheckpointError`"
-    other,sharded = (files.path(k), False) if files.shards else (files.path(k).with_suffix(''), True)
-    if not (other/'fastaccum.pt' if sharded else other).is_file(): return None
-    wrote = (sharded_extra(other) if sharded else load_checkpoint_file(other))['config']['world size']
-    now = _group()[1]
-    how = (f'inside learn.sharded_ctx(), launched with torchrun --nproc_per_node {wrote}' if sharded else
-           f'under distrib_ctx, launched with torchrun --nproc_per_node {wrote}' if wrote > 1 else 'in one process')
-    kinds = ('sharded with FSDP 2', 'not sharded')[::1 if sharded else -1]
-    raise CheckpointError(f'`{other}` is a checkpoint of this run {kinds[0]} (world size: {wrote} in the '
-                          f'checkpoint, {now} now), and this fit is {kinds[1]} ({now} process{"es"*(now != 1)}). '
-                          f'Resume it as it was written ({how}), or delete it (or pass resume=False, or another '
-                          'fname) to start afresh.')
 def _check_sharded_opt(opt):
     "Under FSDP 2, a fastai optimizer (its state is written as shards); else an error that names `opt_func`"
     if isinstance(opt, Optimizer): return
@@ -191,5 +164,25 @@ class CheckpointFiles:
     def read(self, k:int)->dict|None:
         "Fit `k`'s checkpoint (under FSDP 2 all but its shards), whole and of this version; `None` if there is none"
         path = self.stored(k)
-        if not path.exists(): return _other_kind(self, k)   # (`None`, or a refusal of the other kind's checkpoint)
-        return _check_contents(sharded_extra(path) if self.shards else load_checkpoint_file(path), path)
+        other,sharded = (self.path(k), False) if self.shards else (self.path(k).with_suffix(''), True)
+        if not path.exists() and (other/'fastaccum.pt' if sharded else other).is_file():   # (the other kind's: refused)
+            wrote = (sharded_extra(other) if sharded else load_checkpoint_file(other))['config']['world size']
+            now = _group()[1]
+            how = (f'inside learn.sharded_ctx(), launched with torchrun --nproc_per_node {wrote}' if sharded else
+                   f'under distrib_ctx, launched with torchrun --nproc_per_node {wrote}' if wrote > 1 else
+                   'in one process')
+            kinds = ('sharded with FSDP 2', 'not sharded')[::1 if sharded else -1]
+            raise CheckpointError(f'`{other}` is a checkpoint of this run {kinds[0]} (world size: {wrote} in the '
+                                  f'checkpoint, {now} now), and this fit is {kinds[1]} '
+                                  f'({now} process{"es"*(now != 1)}). Resume it as it was written ({how}), or '
+                                  'delete it (or pass resume=False, or another fname) to start afresh.')
+        if not path.exists(): return None
+        ckpt = sharded_extra(path) if self.shards else load_checkpoint_file(path)
+        fix = 'Delete it to start afresh, or pass another fname.'
+        if isinstance(ckpt, dict) and ckpt.get('format') not in (None, _FORMAT) and 'config' in ckpt:
+            raise CheckpointError(f'`{path}` was written by another version of fastaccum (checkpoint format '
+                                  f'{ckpt["format"]}, this one reads {_FORMAT}). {fix}')
+        if not isinstance(ckpt, dict) or ckpt.get('format') != _FORMAT or not _CHECKPOINT_KEYS <= set(ckpt):
+            lacks = sorted(_CHECKPOINT_KEYS - set(ckpt)) if isinstance(ckpt, dict) else 'everything'
+            raise CheckpointError(f'`{path}` is not a TrainingCheckpoint checkpoint (it lacks {lacks}). {fix}')
+        return ckpt
