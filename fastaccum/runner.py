@@ -129,8 +129,7 @@ def stateful_error(stateful:str, n:int, size:int, what:str='micro_batch_size')->
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
 class BatchRunner(WindowListener):
-    """Runs each loader batch through fastai's events: whole, in pieces of at most `size` (inference: `infer_size`), in
-    GradCache's two passes (`whole`); `auto` halves on running out of memory, `tune` times sizes, `count()` checks"""
+    "Runs loader batches through fastai's events: whole, in pieces of `size`, GradCache's (`whole`); `auto` halves"
     def __init__(self, learn, size:int|None=None, auto:bool=False, tune:bool=False, infer_size:int|None=None,
                  whole=None, sync=None, on_redo=None, count=None):
         for name,value in (('size', size), ('infer_size', infer_size)):
