@@ -12,7 +12,7 @@ from itertools import accumulate
 from fastai.basics import *
 from fastai.callback.schedule import ParamScheduler
 from .plan import split_sizes
-from .checks import check_positive_int, check_optional_int, check_bool, private, _must
+from .checks import check_positive_int, check_optional_int, check_bool, private, _must, _real
 from .parts import WindowListener, Releases
 from .distributed import all_reduce_sums, ddp_world_size, no_sync_model, OutOfMemoryElsewhere
 from .integrations import log_beside_step
@@ -37,8 +37,7 @@ def is_out_of_memory(e:BaseException)->bool:
 # %% ../nbs/43_runner.ipynb #b01fc44a
 def slice_batch(b, n:int, start:int, end:int):
     "Samples `start:end` of the batch `b` of `n` samples (tensors in tuples, lists, dicts); what is not per sample kept"
-    if not (all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (n, start, end))
-            and 0 <= start <= end <= n):
+    if not (all(_real(v, numbers.Integral) for v in (n, start, end)) and 0 <= start <= end <= n):
         raise ValueError(f'slice_batch: `start={start!r}` and `end={end!r}` must be ints with 0 <= start <= end <= n '
                          f'(n={n!r}, the samples of the batch). Pass the first sample to keep and the one after it.')
     return apply(lambda t: t[start:end] if isinstance(t, torch.Tensor) and t.ndim and t.shape[0] == n else t, b)
