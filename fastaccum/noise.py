@@ -14,7 +14,7 @@ from fastai.callback.fp16 import MixedPrecision
 from fastai.callback.training import GradientAccumulation as FastaiAccumulation
 from fastai.learner import ValueMetric
 from fastcore.basics import store_attr
-from .checks import check_optional_int, check_bool
+from .checks import check_optional_int, check_bool, _must, _real
 from .parts import Releases, WindowListener, Weighed, SizeAdvisor, ScopedCallback, find_cb, inside_fit
 from .distributed import all_reduce_sums, fsdp_root, fsdp_unsharded_params
 from .integrations import BatchCallback, log_beside_step
@@ -81,9 +81,8 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         min_bs:int|None=None, # With `adapt`: the least `accum_bs` (two micro-batches of every process at least)
         max_bs:int|None=None, # With `adapt`: the largest `accum_bs` (default: no limit)
     ):
-        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0 <= beta < 1:
-            raise ValueError(f'`beta` must be a number in [0, 1), got {beta!r}. '
-                             'Pass e.g. beta=0.99 (closer to 1 smooths more).')
+        _must(_real(beta) and 0 <= beta < 1, 'beta', beta, 'must be a number in [0, 1)',
+              'Pass e.g. beta=0.99 (closer to 1 smooths more).')
         check_bool('every', every); check_bool('adapt', adapt)
         for n,v in (('min_bs', min_bs), ('max_bs', max_bs)): check_optional_int(n, v, 'Pass samples per step, or None.')
         if min_bs is not None and max_bs is not None and min_bs > max_bs:
@@ -156,8 +155,7 @@ class GradientNoiseScale(ScopedCallback, BatchCallback, WindowListener, SizeAdvi
         N,summed,world = w.total,w.reduction == 'sum',w.world_size
         pairs = [] if N is None else [(sq, n, wt) for sq,n,wt in self._pairs if n < N]   # one micro-batch: no pair
         self._pairs.clear()
-        # each pair's estimates (`noise_scale_estimates`) are linear in |G|²: g = |G|²a + b, t = |G|²c + d; under
-        # FSDP |G|² is the sum of the shards' squared norms over the processes: it travels in the step's one all-reduce
+        # each pair's estimates are linear in |G|²: g = |G|²a + b, t = |G|²c + d (FSDP: |G|² comes in the all-reduce)
         big,totals = 0.,[0.]*5   # (a, b, c, d, pairs) summed over this process's pairs
         if pairs or (self._sharded and world > 1):
             scale = getattr(getattr(self.learn, 'scaler', None), 'get_scale', lambda: 1.)()   # (MixedPrecision's)

@@ -12,7 +12,7 @@ from itertools import accumulate
 from fastai.basics import *
 from fastai.callback.schedule import ParamScheduler
 from .plan import split_sizes
-from .checks import check_positive_int, check_optional_int, check_bool, private, _must
+from .checks import check_positive_int, check_optional_int, check_bool, private, _must, _real
 from .parts import WindowListener, Releases
 from .distributed import all_reduce_sums, ddp_world_size, no_sync_model, OutOfMemoryElsewhere
 from .integrations import log_beside_step
@@ -37,8 +37,7 @@ def is_out_of_memory(e:BaseException)->bool:
 # %% ../nbs/43_runner.ipynb #b01fc44a
 def slice_batch(b, n:int, start:int, end:int):
     "Samples `start:end` of the batch `b` of `n` samples (tensors in tuples, lists, dicts); what is not per sample kept"
-    if not (all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (n, start, end))
-            and 0 <= start <= end <= n):
+    if not (all(_real(v, numbers.Integral) for v in (n, start, end)) and 0 <= start <= end <= n):
         raise ValueError(f'slice_batch: `start={start!r}` and `end={end!r}` must be ints with 0 <= start <= end <= n '
                          f'(n={n!r}, the samples of the batch). Pass the first sample to keep and the one after it.')
     return apply(lambda t: t[start:end] if isinstance(t, torch.Tensor) and t.ndim and t.shape[0] == n else t, b)
@@ -129,8 +128,7 @@ def stateful_error(stateful:str, n:int, size:int, what:str='micro_batch_size')->
 
 # %% ../nbs/43_runner.ipynb #7b9cdd8a
 class BatchRunner(WindowListener):
-    """Runs each loader batch through fastai's events: whole, in pieces of at most `size` (inference: `infer_size`), in
-    GradCache's two passes (`whole`); `auto` halves on running out of memory, `tune` times sizes, `count()` checks"""
+    "Runs loader batches through fastai's events: whole, in pieces of `size`, GradCache's (`whole`); `auto` halves"
     def __init__(self, learn, size:int|None=None, auto:bool=False, tune:bool=False, infer_size:int|None=None,
                  whole=None, sync=None, on_redo=None, count=None):
         for name,value in (('size', size), ('infer_size', infer_size)):
