@@ -71,3 +71,4 @@ def private(obj, name:str):
 # %% ../nbs/internals/checks.ipynb #33c02eeb
 class CheckpointError(ValueError):
     "A checkpoint that cannot be written (full disk, unwritable folder) or resumed (damaged, foreign): file, why, fix"
+    def __init__(self, message:str): super().__init__(message)   # (one argument: the whole message)
