@@ -62,9 +62,8 @@ class AccumSettings:
     @classmethod
     def given(cls, owner:type, *args, **kwargs)->AccumSettings:
         "The settings of a callback `owner` made with `args` and `kwargs`: an argument it does not take is refused"
-        unknown = [k for k in kwargs if k not in _ARGUMENTS]
-        if unknown: raise TypeError(f'{owner.__name__} got an unexpected keyword argument {unknown[0]!r}. '
-                                    'It takes: ' + ', '.join(_ARGUMENTS) + '.')
+        if unknown := [k for k in kwargs if k not in _ARGUMENTS]: raise TypeError(
+            f'{owner.__name__} got an unexpected keyword argument {unknown[0]!r}. It takes: {", ".join(_ARGUMENTS)}.')
         return cls(*args, **kwargs)
     def _check(self):
         "Each argument checked where it is given, with a message that names it and the fix"

@@ -153,8 +153,7 @@ class WindowBatchNorm(WindowListener):
             self.held = {h for h in self.held if h[0] not in idx} | {(i, k) for k,row in enumerate(held)
                                                                      for i,h in zip(idx, row) if h}
         for k in range(len(self._n)):   # in call order, as the large batch's forward
-            on = [int((i, k) in self.held) for i in range(len(self.layers))]
-            if any(on): self._update(k, on)
+            if any(on := [int((i, k) in self.held) for i in range(len(self.layers))]): self._update(k, on)
         self.window_dropped()
 
     def window_dropped(self):

@@ -90,7 +90,6 @@ def _fingerprint(dataset)->str|None:
     n = len(items)
     return _hash(*(get(i) for i in sorted({i*(n-1)//15 for i in range(16)} if n else ())))
 def _newest(cb)->tuple: return cb._loaded['finished'],*(cb._loaded['position'][k] for k in ('epoch', 'batches'))
-def _counted(cb)->tuple: return cb.resumed_from,cb._loaded['position']['steps'],cb._loaded['position']['steps']
 _ARGUMENTS = dict(   # `TrainingCheckpoint`'s arguments, each checked whenever it is set (when made, or after)
     fname=_check_fname, every_epoch=partial(check_bool, 'every_epoch'),
     run_name=lambda v: _must(v is None or isinstance(v, str) and v.strip(), 'run_name', v, 'must be a non-empty str '
@@ -211,8 +210,8 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         if not ckpt['finished']:   # (finished: cancelled at `before_epoch`, once every checkpoint has joined the fit)
             self._put_back(ckpt)   # (the random states and the loaders: as the checkpoint's epoch starts)
             if pos['epoch'] > 0: self._pause()
-        for cb in cbs:   # (the others count on from its point: nothing of theirs put back)
-            if cb is not self: cb._loaded,cb._lead,cb.resumed_from,cb.steps,cb.written = None,self,*_counted(self)
+        for cb in [cb for cb in cbs if cb is not self]:   # (the others count on from its point: nothing put back)
+            cb._loaded,cb._lead,cb.resumed_from,(cb.steps,cb.written) = None,self,self.resumed_from,[pos['steps']]*2
         self.record.say_loaded(ckpt, self.files.stored(self.record.k), self.n_epoch, self._config['training batches'])
     def _pause(self, later:bool=False):
         "The finished epochs are skipped, no other callback sees them (`later`: those after this one, at epoch 0)"

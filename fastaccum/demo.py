@@ -11,7 +11,7 @@ from fastai.callback.training import GradientAccumulation as FastaiGradientAccum
 from .accumulate import GradientAccumulation
 
 # %% auto #0
-__all__ = ['main', 'digits_dls', 'digits_model', 'run_demo']
+__all__ = ['digits_dls', 'digits_model', 'run_demo']
 
 # %% ../nbs/internals/demo.ipynb #5f7a5ec6
 def digits_dls(bs:int, seed:int=0, valid_pct:float=0.2)->DataLoaders:
@@ -75,4 +75,3 @@ def run_demo(epochs:int=5, # Epochs of training
                        f"{table.to_string(float_format='{:.3g}'.format)}\n\nLoss curves saved to {out}")
     table.attrs['steps'] = steps
     return table
-main = run_demo   # the console script `fastaccum-demo` (a CLI run prints the table)

@@ -109,8 +109,7 @@ for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
 # %% ../nbs/20_integrations.ipynb #dce6b113
 def log_beside_step(learn, **values):
     "Log `values` (e.g. `accum_bs=64`) into the W&B row of the step being logged, when a W&B run logs `learn`'s fit"
-    wandb_cb = getattr(learn, 'wandb', None)
-    if wandb_cb is not None and getattr(wandb_cb, 'run', None) is not None and wandb_cb.run_train:
+    if getattr(wandb_cb := getattr(learn, 'wandb', None), 'run', None) is not None and wandb_cb.run_train:
         import wandb
         wandb.log(values, step=private(wandb_cb, '_wandb_step')+1)   # (the row W&B's callback writes next)
 

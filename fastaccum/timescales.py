@@ -118,8 +118,7 @@ class KeepTimescales(_PerFit):
         for h,changed in self._set: h.update({k: mine for k,(_,mine) in changed.items()})
     def after_batch(self):
         "Log the step's values beside its lr (the Recorder's `kept_hps`), then put back those the schedulers set"
-        recorder = self._recorder
-        if self.ga is not None and recorder is not None and recorder.run_train and self.training:
+        if self.ga is not None and (recorder := self._recorder) is not None and recorder.run_train and self.training:
             for name,values in recorder.kept_hps.items(): values.append(self.learn.opt.hypers[-1][name])
         self._restore()
     def _restore(self):
