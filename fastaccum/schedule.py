@@ -199,8 +199,8 @@ class GradientAccumulationSchedule(GradientAccumulation, WindowListener):
 
     def state_dict(self)->dict:
         "`GradientAccumulation`'s, with the schedule's records (its `history`, and the Recorder's `accum_bs`)"
-        return dict(super().state_dict(), history=list(self.history),   # (a state held for the next fit: its own)
-                    recorder_accum_bs=list(getattr(self._recorder, 'accum_bs', [])))
+        return {'history': list(self.history), 'recorder_accum_bs': list(getattr(self._recorder, 'accum_bs', [])),
+                **super().state_dict()}   # (a state held for the next fit: its own records, as it was loaded)
 
     def load_state_dict(self, state:dict):
         "`GradientAccumulation`'s; the state a finished fit left brings its `history` back at once"
