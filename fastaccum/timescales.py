@@ -8,11 +8,11 @@ Docs: https://fastaccum.github.io/fastaccum/timescales.html.md"""
 from __future__ import annotations
 import copy, math, warnings
 from fastcore.basics import store_attr
-from fastai.callback.core import Callback
 from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Optimizer, Lookahead
 from .checks import check_positive_int, check_optional_int, check_choice
 from .parts import WindowListener, ScopedCallback, find_cb
+from .integrations import BatchCallback
 from .accumulate import GradientAccumulation
 from .schedule import GradientAccumulationSchedule
 from .noise import GradientNoiseScale, _plot_steps
@@ -75,7 +75,7 @@ class OptimizerTimescales:
         return new
 
 # %% ../nbs/17_timescales.ipynb #9b5d673a
-class _PerFit(ScopedCallback, Callback):
+class _PerFit(ScopedCallback, BatchCallback):
     "A callback whose partners are its fit's: released as each fit starts and ends (not a validation's, `summary`'s)"
     ga,_loaded = None,None   # (the fit's accumulation callback; a state loaded before the fit, for it)
     _recorder = property(lambda self: getattr(self.__dict__.get('learn'), 'recorder', None))
@@ -86,7 +86,7 @@ class _PerFit(ScopedCallback, Callback):
             self._loaded = None   # (kept if the partners were refused)
     def load_state_dict(self, state:dict):
         "A state taken in a fit continues it (this fit, or the next); `_take` takes it, or (after a fit) its record"
-        if state.get('in_fit') and self.ga is None: self._loaded = state
+        if state.get('in_fit', True) and self.ga is None: self._loaded = state
         else: self._take(state)
 class KeepTimescales(_PerFit):
     "Keep the horizons in samples of `mom`, `sqr_mom` (β' = β**(B/B₀)) and decoupled `wd` as the batch B changes"
