@@ -6,7 +6,7 @@ Docs: https://fastaccum.github.io/fastaccum/noise_scale.html.md"""
 
 # %% ../nbs/14_noise_scale.ipynb #2e8bfd90
 from __future__ import annotations
-import math, numbers
+import math
 from copy import copy
 from functools import partial
 import torch
