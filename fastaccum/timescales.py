@@ -128,6 +128,7 @@ class KeepTimescales(_PerFit):
     before_batch = after_train = after_cancel_train = _restore   # (`before_batch`: a step an exception ended)
     def state_dict(self)->dict:
         "For a checkpoint: the reference batch and the Recorder's values; `in_fit`: taken inside a fit (to continue it)"
+        if self._loaded is not None: return dict(self._loaded)   # (held for the next fit: as it was loaded)
         return dict(reference=self.in_fit_reference, in_fit=self.ga is not None,
                     kept_hps=copy.deepcopy(getattr(self._recorder, 'kept_hps', None)))
 
@@ -183,6 +184,7 @@ class BatchSizeWarmup(_PerFit, WindowListener):
         if self.ga is not None: self.samples += window.samples*self.ga.plan.world_size
     def state_dict(self)->dict:
         "The batch in use, the step it was set at, the samples and the decisions; `in_fit`: taken inside a fit"
+        if self._loaded is not None: return dict(self._loaded)   # (held for the next fit: as it was loaded)
         return dict({k: getattr(self, k) for k in _PLACE}, history=list(self.history), in_fit=self.ga is not None)
     def _take(self, state:dict):
         "The warm-up where `state` says (a state taken after a fit: only its decisions)"
