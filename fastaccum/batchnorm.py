@@ -107,8 +107,7 @@ class WindowBatchNorm(WindowListener):
         "The micro-batch is over: its calls (and earlier pieces) added to the window's sums if `kept`, else forgotten"
         self.new_piece()
         if self._pending and kept: self._kept.copy_(self._window); self.held |= self._pending
-        elif self._pending:   # (and what its kernels wrote: with momentum 1 a kernel keeps a NaN there, 0*NaN)
-            self._window.copy_(self._kept); self._stats.nan_to_num_(0., 0., 0.)
+        elif self._pending: self._window.copy_(self._kept)
         self._pending = set()
         for layer in self.layers: _unpoint(layer.__dict__)   # (between micro-batches a layer's buffers are its own)
 
@@ -122,10 +121,10 @@ class WindowBatchNorm(WindowListener):
             self._weights = (key, {(i, k) for k,row in enumerate(key) for i,(n,_) in enumerate(row) if n},
                              *w.repeat_interleave(self._widths_t, dim=-1, output_size=len(self._means[0])))
         (_,has,n,nm1),mean,var = self._weights,self._means,self._vars
-        if len(has) < len(key)*len(self.layers): self._stats.nan_to_num_(0., 0., 0.)   # (stale: weighed by 0)
         self._count.add_(n); self._s1.addcmul_(n, mean)
         self._s2.addcmul_(nm1, var).addcmul_(n*mean, mean)   # (n-1)*var + n*mean² = M2 + n*mean²
         self._pending |= has
+        self._stats.zero_()   # (the kernels' scratch: with momentum 1 they write 0*old + stat, and 0*NaN is NaN)
         self._calls,self._n = [0]*len(self.layers),[[(0, 0.)]*len(self.layers) for _ in key]
 
     @contextmanager
