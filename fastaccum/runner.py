@@ -174,8 +174,8 @@ class BatchRunner(WindowListener):
                                 self.whole.backward)
         if self.size is None: return type(learn).one_batch(learn, i, b)
         b = learn._set_device(b)   # in pieces; with `auto`, out of memory: its window again from its start, smaller
-        self.batches = self.batches + [(i, b)] if self.auto else [(i, b)]   # (the window's, to run it again)
-        n,k = find_bs(b),len(self.batches)-1   # (it runs from batch `k`; after running out of memory, from `undo`'s)
+        n,k = find_bs(b),len(self.batches) if self.auto else 0   # (runs from batch `k`; out of memory: from `undo`'s)
+        self.batches = self.batches[:k] + [(i, b, n)]   # (the window's, to run it again)
         self.check_layout(b, n, self.size)
         self._smaller(lambda: self._run(k, 0), n, undo=self._restore)
 
@@ -197,8 +197,7 @@ class BatchRunner(WindowListener):
         "The pieces of the loader batches `self.batches[k:]`, from sample `offset` of the first: fastai's batch events"
         learn = self.learn
         while k < len(self.batches):
-            i,b = self.batches[k]
-            n = find_bs(b)
+            i,b,n = self.batches[k]
             while offset < n:
                 if not self.active: return   # removed mid-batch (`remove_cb`): fastai's loop goes on without us
                 if self.window_starts:   # a window starts: `tune` times the next size; `auto` notes where to go back
@@ -209,7 +208,8 @@ class BatchRunner(WindowListener):
                     if self.auto:
                         del self.batches[:k]
                         k,self.undo = 0,(_snapshot(learn), offset)
-                size = split_sizes(n-offset, self.size)[0]
+                left = n - offset   # the first of the fewest, most even pieces of at most `self.size` holding it
+                size = -(-left//-(-left//self.size))   # (ceil(left/pieces): split_sizes(left, self.size)[0], unchecked)
                 learn.iter,self.piece = i,(offset+size == n, offset, size/n)
                 for cb in self.counters: object.__setattr__(cb, 'run_train', self.piece[0])   # (counted at the last)
                 learn._split(slice_batch(b, n, offset, offset+size))
