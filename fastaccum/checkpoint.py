@@ -210,8 +210,9 @@ class TrainingCheckpoint(ScopedCallback, Callback):
         if not ckpt['finished']:   # (finished: cancelled at `before_epoch`, once every checkpoint has joined the fit)
             self._put_back(ckpt)   # (the random states and the loaders: as the checkpoint's epoch starts)
             if pos['epoch'] > 0: self._pause()
-        for cb in [cb for cb in cbs if cb is not self]:   # (the others count on from its point: nothing put back)
-            cb._loaded,cb._lead,cb.resumed_from,(cb.steps,cb.written) = None,self,self.resumed_from,[pos['steps']]*2
+        for cb in [cb for cb in cbs if cb is not self]:   # (the others count on from its point, in its data order)
+            cb._loaded,cb._lead,cb.data,cb.resumed_from = None,self,self.data,self.resumed_from
+            cb.steps = cb.written = pos['steps']
         self.record.say_loaded(ckpt, self.files.stored(self.record.k), self.n_epoch, self._config['training batches'])
     def _pause(self, later:bool=False):
         "The finished epochs are skipped, no other callback sees them (`later`: those after this one, at epoch 0)"
@@ -241,8 +242,6 @@ class TrainingCheckpoint(ScopedCallback, Callback):
             learn.pct_train = pos['pct_train']
             self.state.put_back_metrics(ckpt['recorder'])
         self.data.put_back(ckpt['ranks'][self.rank], pos['batches'], runner)
-        for cb in learn.cbs:   # (the checkpoints that follow it, before it in order, noted the epoch's start early)
-            if isinstance(cb, TrainingCheckpoint) and cb._lead is self: cb.data.started = self.data.started
     def after_train(self):
         if self._on: self.data.release()
     def after_batch(self):

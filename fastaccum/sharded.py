@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from fastcore.basics import patch
+from fastcore.xtras import truncstr
 from fastai.learner import Learner
 from fastai.optimizer import Optimizer
 from fastai.torch_core import num_distrib, rank_distrib
@@ -295,8 +296,7 @@ def _short(v, exact=False):   # (`v` for a message: floats to 4 significant digi
         if isinstance(o, float): return repr(o) if exact else f'{o:.4g}'
         if isinstance(o, (list, tuple)): return '[' + ', '.join(map(fmt, o)) + ']'
         return '{' + ', '.join(f'{k!r}: {fmt(x)}' for k,x in o.items()) + '}' if isinstance(o, dict) else repr(o)
-    s = fmt(v)
-    return s if len(s) <= 80 else s[:77] + '...'
+    return truncstr(fmt(v), 80, '...')
 def _differences(saved:dict, now:dict, prefix:str='')->list:
     "What differs between a checkpoint's map and now's (a checkpoint's configuration, its shapes), key by key, in words"
     out = []
