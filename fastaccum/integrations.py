@@ -109,7 +109,7 @@ for _event in _inner_loop: setattr(BatchCallback, _event, _nothing)
 # %% ../nbs/20_integrations.ipynb #dce6b113
 def log_beside_step(learn, **values):
     "Log `values` (e.g. `accum_bs=64`) into the W&B row of the step being logged, when a W&B run logs `learn`'s fit"
-    if getattr(wandb_cb := vars(learn).get('wandb'), 'run', None) is not None and wandb_cb.run_train:   # (set there by `add_cb`)
+    if getattr(wandb_cb := vars(learn).get('wandb'), 'run', None) is not None and wandb_cb.run_train:
         import wandb
         wandb.log(values, step=private(wandb_cb, '_wandb_step')+1)   # (the row W&B's callback writes next)
 
